@@ -1,0 +1,276 @@
+//! Operations outside a worker's claim: enqueue, cancel, resolve, purge.
+//! Each reads the row, then writes conditionally on the token it read.
+
+use std::time::Duration;
+
+use tracing::info;
+
+use crate::effect::{Effect, EffectCtx, WithdrawOutcome};
+use crate::error::{Error, Result};
+use crate::key::{validate_job_type, validate_op_key, Payload};
+use crate::record::{Record, Snapshot, State};
+use crate::store::{Enqueued, OpEnqueue, OpMove, OpPurge, OpRequestCancel, Store};
+
+/// What an enqueue did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnqueueOutcome {
+    /// A new queued operation.
+    Queued,
+    /// The operation existed with the same payload: nothing changed.
+    AlreadyExists(Box<Record>),
+}
+
+fn enqueue_params<'a>(
+    job_type: &'a str,
+    op_key: &'a str,
+    payload: &'a Payload,
+    delay: Option<Duration>,
+) -> Result<OpEnqueue<'a>> {
+    validate_job_type(job_type)?;
+    validate_op_key(op_key)?;
+    Ok(OpEnqueue {
+        job_type,
+        op_key,
+        fingerprint: &payload.fingerprint,
+        payload: payload.json.as_deref(),
+        delay,
+    })
+}
+
+fn enqueued(found: Enqueued, payload: &Payload) -> Result<EnqueueOutcome> {
+    match found {
+        Enqueued::Inserted => Ok(EnqueueOutcome::Queued),
+        Enqueued::Existing(r) if r.fingerprint == payload.fingerprint => {
+            Ok(EnqueueOutcome::AlreadyExists(Box::new(r)))
+        }
+        Enqueued::Existing(r) => Err(Error::PayloadMismatch {
+            job_type: r.job_type,
+            op_key: r.op_key,
+            stored: r.fingerprint,
+            offered: payload.fingerprint.clone(),
+        }),
+    }
+}
+
+/// Queues an operation for a relay. A repeat with the same payload is a
+/// no-op that says so; another payload is [`Error::PayloadMismatch`].
+pub async fn enqueue<S: Store>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    payload: &Payload,
+    delay: Option<Duration>,
+) -> Result<EnqueueOutcome> {
+    let p = enqueue_params(job_type, op_key, payload, delay)?;
+    enqueued(store.op_enqueue(&p).await?, payload)
+}
+
+/// [`enqueue`] inside the caller's transaction: queued if and only if the
+/// caller's business write commits (the outbox).
+pub async fn enqueue_in<S: Store>(
+    store: &S,
+    conn: &mut S::Conn,
+    job_type: &str,
+    op_key: &str,
+    payload: &Payload,
+    delay: Option<Duration>,
+) -> Result<EnqueueOutcome> {
+    let p = enqueue_params(job_type, op_key, payload, delay)?;
+    enqueued(store.op_enqueue_in(conn, &p).await?, payload)
+}
+
+/// Where a cancel left the operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    /// Cancelled; nothing of it is live at the destination.
+    Cancelled {
+        /// The item withdrawn at the destination, when the effect had happened.
+        withdrawn_ref: Option<String>,
+    },
+    /// It was cancelled before this call.
+    AlreadyCancelled,
+    /// A worker holds a live claim: the cancel is requested, and the owner
+    /// will stop before the effect or withdraw it after.
+    Requested {
+        /// Who holds the claim.
+        owner: Option<String>,
+    },
+    /// Completed, and not withdrawn: the item is still at the destination.
+    StillLive {
+        /// The item.
+        external_ref: Option<String>,
+        /// Why it could not be withdrawn.
+        reason: String,
+    },
+    /// Held: nobody knows whether the item exists; a person resolves it.
+    Held,
+}
+
+/// Cancels an operation as DESIGN.md section 2 says.
+///
+/// Queued or failed: cancelled at once. Claimed: cancel requested (see
+/// [`CancelOutcome::Requested`]). Completed: withdrawn through `destination`
+/// first and only then marked cancelled; without a destination or when the
+/// withdraw fails it stays completed and [`CancelOutcome::StillLive`] says so.
+/// A completed local effect has no destination: it is marked cancelled only
+/// when there is no external reference and no destination was given either.
+pub async fn cancel<S: Store, E: Effect>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    destination: Option<&E>,
+) -> Result<CancelOutcome> {
+    // A row can move between our read and our write; re-read a few times.
+    for _ in 0..5 {
+        let snap = get(store, job_type, op_key).await?;
+        let r = &snap.record;
+        let moved = match r.state {
+            State::Cancelled => return Ok(CancelOutcome::AlreadyCancelled),
+            State::Held => return Ok(CancelOutcome::Held),
+            State::Queued | State::Failed => {
+                let mut p = OpMove::new(job_type, op_key, r.token, r.state, State::Cancelled);
+                p.error = Some("cancelled by an operator");
+                store.op_move(&p).await?
+            }
+            State::Claimed => {
+                let p = OpRequestCancel {
+                    job_type,
+                    op_key,
+                    token: r.token,
+                };
+                if store.op_request_cancel(&p).await? {
+                    info!(job = job_type, key = op_key, token = r.token, "cancel requested");
+                    return Ok(CancelOutcome::Requested {
+                        owner: r.owner.clone(),
+                    });
+                }
+                false
+            }
+            State::Completed => return withdraw_completed(store, r, destination).await,
+        };
+        if moved {
+            info!(job = job_type, key = op_key, "cancelled");
+            return Ok(CancelOutcome::Cancelled {
+                withdrawn_ref: None,
+            });
+        }
+    }
+    Err(Error::Database(format!(
+        "{job_type}:{op_key} kept changing while cancelling; try again"
+    )))
+}
+
+async fn withdraw_completed<S: Store, E: Effect>(
+    store: &S,
+    r: &Record,
+    destination: Option<&E>,
+) -> Result<CancelOutcome> {
+    let withdrawn = match (destination, r.external_ref.as_deref()) {
+        (Some(dest), Some(ext)) => {
+            let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::none().value());
+            dest.withdraw(&ctx, ext).await
+        }
+        (None, Some(_)) => WithdrawOutcome::NotWithdrawn(
+            "no destination was given to withdraw it from".into(),
+        ),
+        (_, None) => WithdrawOutcome::NotWithdrawn(
+            "the record has no external reference to withdraw".into(),
+        ),
+    };
+    if let WithdrawOutcome::NotWithdrawn(reason) = withdrawn {
+        return Ok(CancelOutcome::StillLive {
+            external_ref: r.external_ref.clone(),
+            reason,
+        });
+    }
+    let mut p = OpMove::new(&r.job_type, &r.op_key, r.token, State::Completed, State::Cancelled);
+    p.error = Some("cancelled by an operator; withdrawn at the destination");
+    if store.op_move(&p).await? {
+        info!(job = %r.job_type, key = %r.op_key, external_ref = ?r.external_ref, "withdrawn and cancelled");
+        Ok(CancelOutcome::Cancelled {
+            withdrawn_ref: r.external_ref.clone(),
+        })
+    } else {
+        let now = get(store, &r.job_type, &r.op_key).await?;
+        Err(Error::Moved {
+            expected_token: r.token,
+            record: Box::new(now.record),
+        })
+    }
+}
+
+/// How a person resolves a held operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// The effect did happen; `external_ref` names it.
+    Completed {
+        /// Its reference at the destination.
+        external_ref: Option<String>,
+    },
+    /// The effect did not happen: queue it to be done.
+    Queued,
+    /// Give it up.
+    Failed,
+    /// Cancel it.
+    Cancelled,
+}
+
+/// Resolves a held operation, fenced on the token `expected_token` (the one
+/// the person looked at; the current one when `None`). Returns
+/// [`Error::Moved`] when the row changed meanwhile.
+pub async fn resolve<S: Store>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    resolution: &Resolution,
+    reason: &str,
+    expected_token: Option<i64>,
+) -> Result<Record> {
+    let snap = get(store, job_type, op_key).await?;
+    let token = expected_token.unwrap_or(snap.record.token);
+    if snap.record.state != State::Held || snap.record.token != token {
+        return Err(Error::Moved {
+            expected_token: token,
+            record: Box::new(snap.record),
+        });
+    }
+    let to = match resolution {
+        Resolution::Completed { .. } => State::Completed,
+        Resolution::Queued => State::Queued,
+        Resolution::Failed => State::Failed,
+        Resolution::Cancelled => State::Cancelled,
+    };
+    let note = format!("resolved as {to} by a person: {reason}");
+    let mut p = OpMove::new(job_type, op_key, token, State::Held, to);
+    p.error = Some(&note);
+    if let Resolution::Completed { external_ref } = resolution {
+        p.external_ref = external_ref.as_deref();
+    }
+    let moved = store.op_move(&p).await?;
+    let now = get(store, job_type, op_key).await?;
+    if moved {
+        Ok(now.record)
+    } else {
+        Err(Error::Moved {
+            expected_token: token,
+            record: Box::new(now.record),
+        })
+    }
+}
+
+/// Deletes finished records (completed, failed, cancelled) not updated for
+/// `older_than`. Claimed, queued and held records are never purged.
+pub async fn purge<S: Store>(store: &S, job_type: Option<&str>, older_than: Duration) -> Result<u64> {
+    store.op_purge(&OpPurge { job_type, older_than }).await
+}
+
+/// Reads one record, or [`Error::NotFound`].
+pub async fn get<S: Store>(store: &S, job_type: &str, op_key: &str) -> Result<Snapshot> {
+    store
+        .op_get(job_type, op_key)
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            job_type: job_type.to_owned(),
+            op_key: op_key.to_owned(),
+        })
+}
