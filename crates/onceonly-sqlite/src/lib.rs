@@ -74,6 +74,14 @@ impl SqliteStore {
         })
     }
 
+    /// Another store on the same file with its own connection, sharing this
+    /// store's clock offset (a second worker, in tests).
+    pub async fn reconnect(&self) -> Result<Self> {
+        let mut other = Self::connect(&self.url).await?;
+        other.clock = self.clock.clone();
+        Ok(other)
+    }
+
     /// The pool, for the user's own queries.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
