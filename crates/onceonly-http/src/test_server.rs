@@ -36,6 +36,8 @@ struct Items {
     unknown_after_create: u32,
     /// How long each POST waits before creating its item.
     delay_before_create: Duration,
+    /// How long each POST waits after creating its item, before answering.
+    delay_after_create: Duration,
     refuse_deletes: bool,
     posts: u64,
 }
@@ -114,6 +116,12 @@ impl TestServer {
         self.shared.items.lock().unwrap().delay_before_create = d;
     }
 
+    /// Every POST creates its item at once, then waits this long before
+    /// answering: a client killed meanwhile has done the effect unrecorded.
+    pub fn delay_after_create(&self, d: Duration) {
+        self.shared.items.lock().unwrap().delay_after_create = d;
+    }
+
     /// DELETEs answer 500 and withdraw nothing.
     pub fn refuse_deletes(&self, refuse: bool) {
         self.shared.items.lock().unwrap().refuse_deletes = refuse;
@@ -140,21 +148,33 @@ async fn create(State(s): State<Shared>, headers: HeaderMap) -> Response {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let mut items = s.items.lock().unwrap();
-    if s.mode == Mode::Keyed {
-        if let Some(first) = items.by_key.get(&key).and_then(|ids| ids.first()).cloned() {
-            return json_id(StatusCode::OK, &first);
-        }
+    let (response, delay) = {
+        let mut items = s.items.lock().unwrap();
+        let repeat = match s.mode {
+            Mode::Keyed => items.by_key.get(&key).and_then(|ids| ids.first()).cloned(),
+            _ => None,
+        };
+        let response = match repeat {
+            Some(first) => json_id(StatusCode::OK, &first),
+            None => {
+                items.next_id += 1;
+                let id = format!("item-{}", items.next_id);
+                items.by_id.insert(id.clone(), (key.clone(), true));
+                items.by_key.entry(key).or_default().push(id.clone());
+                if items.unknown_after_create > 0 {
+                    items.unknown_after_create -= 1;
+                    (StatusCode::SERVICE_UNAVAILABLE, "created, but answering 503").into_response()
+                } else {
+                    json_id(StatusCode::CREATED, &id)
+                }
+            }
+        };
+        (response, items.delay_after_create)
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
-    items.next_id += 1;
-    let id = format!("item-{}", items.next_id);
-    items.by_id.insert(id.clone(), (key.clone(), true));
-    items.by_key.entry(key).or_default().push(id.clone());
-    if items.unknown_after_create > 0 {
-        items.unknown_after_create -= 1;
-        return (StatusCode::SERVICE_UNAVAILABLE, "created, but answering 503").into_response();
-    }
-    json_id(StatusCode::CREATED, &id)
+    response
 }
 
 #[derive(Deserialize)]

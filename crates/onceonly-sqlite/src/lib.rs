@@ -17,6 +17,15 @@
 
 mod queries;
 
+/// The SQL text of the statements that decide who acts, for baselines
+/// (the bench runs them raw next to the guard).
+pub mod sql {
+    /// Claim: insert claimed, or claim a queued row (see `queries/claim.sql`).
+    pub const CLAIM: &str = include_str!("../queries/claim.sql");
+    /// One fenced transition (see `queries/move.sql`).
+    pub const MOVE: &str = include_str!("../queries/move.sql");
+}
+
 use std::str::FromStr;
 use std::time::Duration;
 

@@ -33,6 +33,7 @@ pub mod fault;
 mod guard;
 mod key;
 pub mod ops;
+pub mod relay;
 mod owner;
 mod record;
 mod spec;
