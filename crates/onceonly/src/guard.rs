@@ -566,8 +566,15 @@ impl<S: Store> Guard<S> {
                     .await
             }
             EffectOutcome::NotSent(reason) => {
-                self.fenced(ctx, State::Queued, &reason).await?;
-                Ok(Outcome::RetryLater { reason })
+                if self.release(ctx, &reason).await? {
+                    return Ok(Outcome::RetryLater { reason });
+                }
+                // An operator asked to cancel, and nothing was sent: stop here.
+                let note = format!("cancel requested; the effect was not sent ({reason})");
+                self.fenced(ctx, State::Cancelled, &note).await?;
+                Ok(Outcome::Cancelled {
+                    withdrawn_ref: None,
+                })
             }
             EffectOutcome::Failed(error) => {
                 let to = if ctx.cancel_requested() { State::Cancelled } else { State::Failed };
@@ -593,8 +600,50 @@ impl<S: Store> Guard<S> {
             // Keyed and lookup redo safely; at-least-once may redo once.
             _ => (State::Queued, Outcome::RetryLater { reason: reason.clone() }),
         };
-        self.fenced(ctx, to, &reason).await?;
-        Ok(outcome)
+        if to != State::Queued {
+            self.fenced(ctx, to, &reason).await?;
+            return Ok(outcome);
+        }
+        if self.release(ctx, &reason).await? {
+            return Ok(outcome);
+        }
+        // An operator asked to cancel, but the effect may exist and there is
+        // no reference to withdraw: a person must look, the request kept.
+        let note = format!(
+            "cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
+        );
+        self.fenced(ctx, State::Held, &note).await?;
+        Ok(Outcome::Held { reason: Some(note) })
+    }
+
+    /// Releases our claim to queued unless an operator asked to cancel it.
+    ///
+    /// `Ok(true)`: released. `Ok(false)`: a cancel is pending and the claim
+    /// is still ours (releasing would drop the request and let the next
+    /// delivery act). [`Error::LostClaim`] when the claim is gone.
+    async fn release(&self, ctx: &EffectCtx, reason: &str) -> Result<bool> {
+        let mut p = OpMove::new(
+            &ctx.job_type,
+            &ctx.op_key,
+            ctx.token,
+            State::Claimed,
+            State::Queued,
+        );
+        p.unless_cancel_requested = true;
+        p.error = Some(reason);
+        if self.store.op_move(&p).await? {
+            return Ok(true);
+        }
+        let snap = self.get(&ctx.op_key).await?;
+        let r = snap.record;
+        if r.state == State::Claimed && r.token == ctx.token && r.cancel_requested {
+            Ok(false)
+        } else {
+            Err(Error::LostClaim {
+                token: ctx.token,
+                record: Box::new(r),
+            })
+        }
     }
 
     /// Moves our claim to `to`, or reports it lost.
