@@ -1,5 +1,5 @@
 //! The conformance suite on PostgreSQL: each case in a fresh schema
-//! `t_<random hex>` of the database named by `ONCEONLY_TEST_PG` (default
+//! `t_<time>_<random>` of the database named by `ONCEONLY_TEST_PG` (default
 //! `postgres://postgres@127.0.0.1:5432/test`).
 //!
 //! The user table of local effects lives in the same schema. Its insert gets
@@ -7,18 +7,12 @@
 //! `search_path=<schema>` in their URL, as an application's own connections
 //! would; the store itself names its schema in every statement.
 
-use std::time::Duration;
+mod common;
 
 use onceonly::{BoxError, Store};
 use onceonly_conformance::StoreFactory;
 use onceonly_postgres::{PgOptions, PgStore};
-use sqlx::{Connection, PgConnection};
-
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-fn url() -> String {
-    std::env::var("ONCEONLY_TEST_PG").unwrap_or_else(|_| DEFAULT_URL.to_owned())
-}
+use sqlx::PgConnection;
 
 struct Pg;
 
@@ -27,10 +21,10 @@ impl StoreFactory for Pg {
 
     async fn fresh(&self) -> PgStore {
         // Left in place after the test, like the SQLite suite's files, so a
-        // failing case leaves its records to look at. A small pool: the cases
-        // run in parallel against one server.
-        let schema = format!("t_{:016x}", rand::random::<u64>());
-        let base = url();
+        // failing case leaves its records to look at (a later run drops it).
+        // A small pool: the cases run in parallel against one server.
+        let schema = common::new_schema();
+        let base = common::url();
         let sep = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{sep}options[search_path]={schema}");
         let options = PgOptions::default().schema(schema).max_connections(4);
@@ -72,17 +66,7 @@ impl StoreFactory for Pg {
     }
 
     async fn unavailable(&self) -> Option<String> {
-        let url = url();
-        let tried = tokio::time::timeout(Duration::from_secs(3), sqlx::PgConnection::connect(&url));
-        let why = match tried.await {
-            Ok(Ok(conn)) => {
-                let _ = conn.close().await;
-                return None;
-            }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "no answer within 3s".to_owned(),
-        };
-        Some(format!("{}: {why}", onceonly::db_url::redact(&url)))
+        common::unavailable().await
     }
 }
 

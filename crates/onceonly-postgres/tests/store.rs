@@ -8,29 +8,16 @@ use std::time::Duration;
 use onceonly::store::{ClaimRow, OpClaim, OpClaimBatch, OpEnqueue, OpTakeOver};
 use onceonly::{Error, Payload, State, Store};
 use onceonly_postgres::{PgOptions, PgStore};
-use sqlx::{Connection, Row};
+use sqlx::Row;
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+mod common;
 
-fn url() -> String {
-    std::env::var("ONCEONLY_TEST_PG").unwrap_or_else(|_| DEFAULT_URL.to_owned())
-}
-
-fn new_schema() -> String {
-    format!("t_{:016x}", rand::random::<u64>())
-}
+use common::{new_schema, url};
 
 /// `false` (skip, loudly) when the test database is unreachable outside CI.
 async fn ready(test: &str) -> bool {
-    let tried =
-        tokio::time::timeout(Duration::from_secs(3), sqlx::PgConnection::connect(&url())).await;
-    let why = match tried {
-        Ok(Ok(conn)) => {
-            let _ = conn.close().await;
-            return true;
-        }
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => "no answer within 3s".to_owned(),
+    let Some(why) = common::unavailable().await else {
+        return true;
     };
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("{test}: database unreachable under CI=true: {why}");
