@@ -1,0 +1,355 @@
+//! Cancel: before the claim, while the effect runs, after completion, and
+//! what the record says when the item cannot be withdrawn.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use onceonly::ops::{self, CancelOutcome};
+use onceonly::{EffectKind, EffectOutcome, Guard, Outcome, StalePolicy, State, Store};
+
+use super::support::{guard, order, record, spec};
+use crate::effects::CountingEffect;
+use crate::StoreFactory;
+
+const NO_DEST: Option<&CountingEffect> = None;
+
+/// A clone of `dest` whose first `perform` asks an operator's cancel of the
+/// operation before it goes on.
+fn cancelling<S: Store + Clone>(dest: &CountingEffect, store: &S) -> CountingEffect {
+    let (store, first) = (store.clone(), Arc::new(AtomicBool::new(true)));
+    dest.clone().with_hook(move |ctx| {
+        let (store, first) = (store.clone(), first.clone());
+        async move {
+            if first.swap(false, Ordering::SeqCst) {
+                let out = ops::cancel(&store, &ctx.job_type, &ctx.op_key, NO_DEST)
+                    .await
+                    .unwrap();
+                assert!(
+                    matches!(out, CancelOutcome::Requested { .. }),
+                    "cancel of a live claim: {out:?}"
+                );
+            }
+        }
+    })
+}
+
+/// queued --cancel--> cancelled, and a failed operation too; a cancelled
+/// operation is never done, and cancelling again says so.
+pub async fn queued_cancel_is_immediate<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    ops::enqueue(&store, "send", "op", &order(1), None)
+        .await
+        .unwrap();
+    let out = ops::cancel(&store, "send", "op", NO_DEST).await.unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::Cancelled {
+            withdrawn_ref: None
+        }
+    );
+    let r = record(&store, "send", "op").await;
+    assert_eq!((r.state, r.token), (State::Cancelled, 0));
+    let outcome = guard(&store, "send", EffectKind::Keyed)
+        .run("op", &order(1), &dest)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Cancelled { .. }), "{outcome:?}");
+    assert_eq!(dest.calls("op"), 0, "a cancelled operation is not done");
+    let again = ops::cancel(&store, "send", "op", NO_DEST).await.unwrap();
+    assert_eq!(again, CancelOutcome::AlreadyCancelled);
+
+    dest.script(vec![EffectOutcome::Failed("rejected".into())]);
+    guard(&store, "send", EffectKind::Keyed)
+        .run("failed", &order(2), &dest)
+        .await
+        .unwrap();
+    assert_eq!(record(&store, "send", "failed").await.state, State::Failed);
+    let out = ops::cancel(&store, "send", "failed", NO_DEST)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::Cancelled {
+            withdrawn_ref: None
+        }
+    );
+    assert_eq!(
+        record(&store, "send", "failed").await.state,
+        State::Cancelled
+    );
+}
+
+/// claimed --cancel--> cancel requested; the owner acts, then withdraws the
+/// effect at the destination: cancelled, the item not live.
+pub async fn cancel_while_running_withdraws_after_the_effect<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let worker = guard(&store, "send", EffectKind::Keyed);
+    let outcome = worker
+        .run("op", &order(1), &cancelling(&dest, &store))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            withdrawn_ref: Some("ref-op".into())
+        }
+    );
+    assert_eq!(dest.count("op"), 1, "the effect happened");
+    assert!(!dest.live("op"), "and was withdrawn");
+    assert_eq!(dest.withdrawals("op"), 1);
+    let r = record(&store, "send", "op").await;
+    assert_eq!((r.state, r.token), (State::Cancelled, 1));
+    assert_eq!(
+        r.external_ref.as_deref(),
+        Some("ref-op"),
+        "the record names what was withdrawn"
+    );
+    assert!(r.cancel_requested);
+
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::Cancelled { .. }), "{outcome:?}");
+    assert_eq!(dest.calls("op"), 1, "not done again");
+    assert_eq!(
+        ops::cancel(&store, "send", "op", NO_DEST).await.unwrap(),
+        CancelOutcome::AlreadyCancelled
+    );
+}
+
+/// The same, but the withdraw fails: the record stays completed and says
+/// so ([`Outcome::WithdrawFailed`]); the item is live.
+pub async fn cancel_while_running_withdraw_fails_stays_completed<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    dest.fail_withdraws("destination down");
+    let worker = guard(&store, "send", EffectKind::Keyed);
+    let outcome = worker
+        .run("op", &order(1), &cancelling(&dest, &store))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::WithdrawFailed {
+            external_ref: Some("ref-op".into()),
+            error: "destination down".into()
+        }
+    );
+    assert!(dest.live("op"), "the item is still at the destination");
+    let r = record(&store, "send", "op").await;
+    assert_eq!((r.state, r.token), (State::Completed, 1));
+    assert_eq!(r.external_ref.as_deref(), Some("ref-op"));
+    let error = r.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("destination down"),
+        "the record says why: {error:?}"
+    );
+
+    let out = ops::cancel(&store, "send", "op", Some(&dest))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out, CancelOutcome::StillLive { external_ref: Some(e), .. } if e == "ref-op"),
+        "{out:?}"
+    );
+    assert_eq!(
+        record(&store, "send", "op").await,
+        r,
+        "still completed, unchanged"
+    );
+}
+
+/// A cancel requested before the effect, learned through the heartbeat,
+/// stops the owner before it acts: cancelled, nothing at the destination.
+pub async fn cancel_before_the_effect_stops_the_owner<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    // The first attempt is not sent; the retry must see the cancel first.
+    dest.script(vec![EffectOutcome::NotSent("connection refused".into())]);
+    let first = Arc::new(AtomicBool::new(true));
+    let effect = dest.clone().with_hook({
+        let store = store.clone();
+        move |ctx| {
+            let (store, first) = (store.clone(), first.clone());
+            async move {
+                if !first.swap(false, Ordering::SeqCst) {
+                    return;
+                }
+                ops::cancel(&store, &ctx.job_type, &ctx.op_key, NO_DEST)
+                    .await
+                    .unwrap();
+                // Wait for the heartbeat to carry the request to the worker.
+                for _ in 0..200 {
+                    if ctx.cancel_requested() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                panic!("the heartbeat never carried the cancel request");
+            }
+        }
+    });
+    let worker = Guard::new(
+        store.clone(),
+        spec("send", EffectKind::Keyed).heartbeat(Duration::from_millis(10)),
+    )
+    .unwrap();
+    let outcome = worker.run("op", &order(1), &effect).await.unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            withdrawn_ref: None
+        }
+    );
+    assert_eq!(
+        (dest.calls("op"), dest.count("op")),
+        (1, 0),
+        "stopped before acting"
+    );
+    assert_eq!(record(&store, "send", "op").await.state, State::Cancelled);
+}
+
+/// A cancel requested while an attempt turned out not sent ends cancelled:
+/// the release to queued must not drop the request (it would be done later).
+pub async fn cancel_requested_then_not_sent_ends_cancelled<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    dest.script(vec![EffectOutcome::NotSent("connection refused".into())]);
+    let mut no_retries = spec("send", EffectKind::Keyed);
+    no_retries.max_retries = 0;
+    let worker = Guard::new(store.clone(), no_retries).unwrap();
+    let outcome = worker
+        .run("op", &order(1), &cancelling(&dest, &store))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            withdrawn_ref: None
+        }
+    );
+    let r = record(&store, "send", "op").await;
+    assert_eq!(
+        r.state,
+        State::Cancelled,
+        "the cancel request was kept: {r:?}"
+    );
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::Cancelled { .. }), "{outcome:?}");
+    assert_eq!((dest.calls("op"), dest.count("op")), (1, 0), "never done");
+}
+
+/// A cancel requested while an attempt's outcome turned out unknown: the
+/// effect may exist and cannot be withdrawn without its reference, so the
+/// record is held for a person, with the request kept; never queued.
+pub async fn cancel_requested_then_unknown_is_held<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    dest.script(vec![EffectOutcome::Unknown("read timed out".into())]);
+    let mut no_retries = spec("send", EffectKind::Keyed);
+    no_retries.max_retries = 0;
+    let worker = Guard::new(store.clone(), no_retries).unwrap();
+    let outcome = worker
+        .run("op", &order(1), &cancelling(&dest, &store))
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, Outcome::Held { reason: Some(_) }),
+        "{outcome:?}"
+    );
+    let r = record(&store, "send", "op").await;
+    assert_eq!((r.state, r.token), (State::Held, 1), "{r:?}");
+    assert!(r.cancel_requested, "the request is kept for the person");
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::Held { .. }), "{outcome:?}");
+    assert_eq!(dest.calls("op"), 1, "not done again");
+}
+
+/// completed --cancel--> cancelled when the destination withdraws the item.
+pub async fn completed_cancel_withdraws_at_destination<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let worker = guard(&store, "send", EffectKind::Keyed);
+    worker.run("op", &order(1), &dest).await.unwrap();
+    let out = ops::cancel(&store, "send", "op", Some(&dest))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::Cancelled {
+            withdrawn_ref: Some("ref-op".into())
+        }
+    );
+    assert!(!dest.live("op"), "withdrawn");
+    let r = record(&store, "send", "op").await;
+    assert_eq!((r.state, r.token), (State::Cancelled, 1));
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::Cancelled { .. }), "{outcome:?}");
+    assert_eq!(dest.calls("op"), 1, "not done again");
+}
+
+/// completed --cancel--> stays completed, and says so, without a
+/// destination or when the withdraw fails.
+pub async fn completed_cancel_stays_completed_when_not_withdrawn<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    guard(&store, "send", EffectKind::Keyed)
+        .run("op", &order(1), &dest)
+        .await
+        .unwrap();
+    let done = record(&store, "send", "op").await;
+
+    let out = ops::cancel(&store, "send", "op", NO_DEST).await.unwrap();
+    assert!(
+        matches!(&out, CancelOutcome::StillLive { external_ref: Some(e), .. } if e == "ref-op"),
+        "{out:?}"
+    );
+    assert_eq!(
+        record(&store, "send", "op").await,
+        done,
+        "no destination: unchanged"
+    );
+
+    dest.fail_withdraws("503 from the destination");
+    let out = ops::cancel(&store, "send", "op", Some(&dest))
+        .await
+        .unwrap();
+    match out {
+        CancelOutcome::StillLive {
+            external_ref,
+            reason,
+        } => {
+            assert_eq!(external_ref.as_deref(), Some("ref-op"));
+            assert!(reason.contains("503"), "{reason}");
+        }
+        other => panic!("a failed withdraw leaves it live: {other:?}"),
+    }
+    assert_eq!(
+        record(&store, "send", "op").await,
+        done,
+        "withdraw failed: unchanged"
+    );
+    assert!(dest.live("op"));
+}
+
+/// A held operation is not cancelled by an operator's cancel: nobody knows
+/// whether the item exists; the cancel says it is held.
+pub async fn held_cancel_says_held<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::opaque();
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    guard(&store, "send", EffectKind::Opaque(StalePolicy::Hold))
+        .run("op", &order(1), &dest)
+        .await
+        .unwrap();
+    let held = record(&store, "send", "op").await;
+    assert_eq!(held.state, State::Held);
+    assert_eq!(
+        ops::cancel(&store, "send", "op", Some(&dest))
+            .await
+            .unwrap(),
+        CancelOutcome::Held
+    );
+    assert_eq!(record(&store, "send", "op").await, held, "unchanged");
+}

@@ -1,0 +1,83 @@
+//! Retention: purge deletes only finished records older than the retention.
+
+use std::time::Duration;
+
+use onceonly::{ops, EffectKind, EffectOutcome, FaultPoint, StalePolicy, State, Store};
+
+use super::support::{all_records, crash_at, guard, order};
+use crate::effects::CountingEffect;
+use crate::StoreFactory;
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// Purge deletes completed, failed and cancelled records older than the
+/// retention, of the job type asked for; never claimed, queued or held
+/// ones, and no record younger than the retention.
+pub async fn purge_deletes_only_old_finished_records<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let keyed = guard(&store, "purge", EffectKind::Keyed);
+    keyed.run("completed", &order(1), &dest).await.unwrap();
+    dest.script(vec![EffectOutcome::Failed("rejected".into())]);
+    keyed.run("failed", &order(1), &dest).await.unwrap();
+    ops::enqueue(&store, "purge", "cancelled", &order(1), None)
+        .await
+        .unwrap();
+    ops::cancel(&store, "purge", "cancelled", Some(&dest))
+        .await
+        .unwrap();
+    ops::enqueue(&store, "purge", "queued", &order(1), None)
+        .await
+        .unwrap();
+    let dying =
+        guard(&store, "purge", EffectKind::Keyed).with_fault_hook(crash_at(FaultPoint::AfterClaim));
+    dying.run("claimed", &order(1), &dest).await.unwrap_err();
+    let hold = guard(&store, "purge", EffectKind::Opaque(StalePolicy::Hold));
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    hold.run("held", &order(1), &dest).await.unwrap();
+    guard(&store, "other", EffectKind::Keyed)
+        .run("completed", &order(1), &dest)
+        .await
+        .unwrap();
+    let states = |records: Vec<onceonly::Record>| {
+        let mut s: Vec<(String, String, State)> = records
+            .into_iter()
+            .map(|r| (r.job_type, r.op_key, r.state))
+            .collect();
+        s.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        s
+    };
+    assert_eq!(all_records(&store).await.len(), 7);
+
+    // Nothing is old enough yet.
+    assert_eq!(
+        ops::purge(&store, None, DAY).await.unwrap(),
+        0,
+        "younger than the retention"
+    );
+
+    store.clock_offset().advance(DAY * 2);
+    keyed.run("recent", &order(1), &dest).await.unwrap();
+    assert_eq!(
+        ops::purge(&store, Some("purge"), DAY).await.unwrap(),
+        3,
+        "purge's old finished records"
+    );
+    assert_eq!(
+        ops::purge(&store, None, DAY).await.unwrap(),
+        1,
+        "other's old completed record"
+    );
+    let left = states(all_records(&store).await);
+    let expected = [
+        ("purge", "claimed", State::Claimed),
+        ("purge", "held", State::Held),
+        ("purge", "queued", State::Queued),
+        ("purge", "recent", State::Completed),
+    ];
+    let expected: Vec<(String, String, State)> = expected
+        .iter()
+        .map(|(j, k, s)| (j.to_string(), k.to_string(), *s))
+        .collect();
+    assert_eq!(left, expected);
+}
