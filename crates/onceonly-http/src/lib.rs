@@ -34,8 +34,9 @@ impl HttpDestination {
     /// A destination at `base_url` (no trailing `/items`), each request
     /// bounded by `request_timeout`.
     pub fn new(base_url: &str, request_timeout: Duration) -> onceonly::Result<Self> {
-        let parsed = reqwest::Url::parse(base_url)
-            .map_err(|e| onceonly::Error::Invalid(format!("--http {base_url:?} is not a URL: {e}")))?;
+        let parsed = reqwest::Url::parse(base_url).map_err(|e| {
+            onceonly::Error::Invalid(format!("--http {base_url:?} is not a URL: {e}"))
+        })?;
         if !matches!(parsed.scheme(), "http") {
             return Err(onceonly::Error::Invalid(format!(
                 "--http {base_url:?}: only http:// destinations are supported in this build"
@@ -59,7 +60,8 @@ impl HttpDestination {
     }
 
     fn item_url(&self, id: &str) -> Result<reqwest::Url, String> {
-        let mut url = reqwest::Url::parse(&format!("{}/items", self.base)).map_err(|e| e.to_string())?;
+        let mut url =
+            reqwest::Url::parse(&format!("{}/items", self.base)).map_err(|e| e.to_string())?;
         url.path_segments_mut()
             .map_err(|_| "base URL cannot take a path".to_owned())?
             .push(id);
@@ -83,7 +85,10 @@ pub fn classify_send_error(e: &reqwest::Error) -> EffectOutcome {
 pub fn classify_send(status: StatusCode, body: &[u8]) -> EffectOutcome {
     let code = status.as_u16();
     if status.is_success() {
-        return match serde_json::from_slice::<Created>(body).ok().and_then(|c| c.id) {
+        return match serde_json::from_slice::<Created>(body)
+            .ok()
+            .and_then(|c| c.id)
+        {
             Some(serde_json::Value::String(id)) if !id.is_empty() => EffectOutcome::Done {
                 external_ref: Some(id.clone()),
                 result: serde_json::json!({ "id": id }),
@@ -102,8 +107,13 @@ pub fn classify_send(status: StatusCode, body: &[u8]) -> EffectOutcome {
         408 | 409 | 429 | 500..=599 => {
             EffectOutcome::Unknown(format!("destination answered {code}: {}", snippet(body)))
         }
-        400..=499 => EffectOutcome::Failed(format!("destination refused with {code}: {}", snippet(body))),
-        _ => EffectOutcome::Failed(format!("destination answered {code}, which the protocol does not allow")),
+        400..=499 => EffectOutcome::Failed(format!(
+            "destination refused with {code}: {}",
+            snippet(body)
+        )),
+        _ => EffectOutcome::Failed(format!(
+            "destination answered {code}, which the protocol does not allow"
+        )),
     }
 }
 
@@ -140,9 +150,9 @@ impl Effect for HttpDestination {
         let status = response.status();
         match response.bytes().await {
             Ok(body) => classify_send(status, &body),
-            Err(e) if status.is_success() => {
-                EffectOutcome::Unknown(format!("destination answered {status} but the body was lost: {e}"))
-            }
+            Err(e) if status.is_success() => EffectOutcome::Unknown(format!(
+                "destination answered {status} but the body was lost: {e}"
+            )),
             Err(_) => classify_send(status, b""),
         }
     }
@@ -175,7 +185,9 @@ impl Effect for HttpDestination {
                 )),
             },
             404 => LookupOutcome::NotFound,
-            code => LookupOutcome::Unavailable(format!("lookup answered {code}: {}", snippet(&body))),
+            code => {
+                LookupOutcome::Unavailable(format!("lookup answered {code}: {}", snippet(&body)))
+            }
         }
     }
 
@@ -185,7 +197,9 @@ impl Effect for HttpDestination {
             Err(e) => return WithdrawOutcome::NotWithdrawn(e),
         };
         match self.client.delete(url).send().await {
-            Ok(r) if r.status().is_success() || r.status() == StatusCode::NOT_FOUND => WithdrawOutcome::Withdrawn,
+            Ok(r) if r.status().is_success() || r.status() == StatusCode::NOT_FOUND => {
+                WithdrawOutcome::Withdrawn
+            }
             Ok(r) => WithdrawOutcome::NotWithdrawn(format!(
                 "delete of item {external_ref} answered {}: the item may still be there",
                 r.status()
@@ -204,15 +218,32 @@ mod tests {
     #[test]
     fn every_response_class_maps_as_the_design_says() {
         let ok = |code| StatusCode::from_u16(code).unwrap();
-        assert!(matches!(classify_send(ok(201), br#"{"id":"a1"}"#), EffectOutcome::Done { external_ref: Some(r), .. } if r == "a1"));
-        assert!(matches!(classify_send(ok(200), b"{}"), EffectOutcome::Failed(_)));
-        assert!(matches!(classify_send(ok(200), b"nonsense"), EffectOutcome::Failed(_)));
+        assert!(
+            matches!(classify_send(ok(201), br#"{"id":"a1"}"#), EffectOutcome::Done { external_ref: Some(r), .. } if r == "a1")
+        );
+        assert!(matches!(
+            classify_send(ok(200), b"{}"),
+            EffectOutcome::Failed(_)
+        ));
+        assert!(matches!(
+            classify_send(ok(200), b"nonsense"),
+            EffectOutcome::Failed(_)
+        ));
         for code in [408, 409, 429, 500, 503] {
-            assert!(matches!(classify_send(ok(code), b""), EffectOutcome::Unknown(_)), "{code}");
+            assert!(
+                matches!(classify_send(ok(code), b""), EffectOutcome::Unknown(_)),
+                "{code}"
+            );
         }
         for code in [400, 401, 404, 422] {
-            assert!(matches!(classify_send(ok(code), b""), EffectOutcome::Failed(_)), "{code}");
+            assert!(
+                matches!(classify_send(ok(code), b""), EffectOutcome::Failed(_)),
+                "{code}"
+            );
         }
-        assert!(matches!(classify_send(ok(302), b""), EffectOutcome::Failed(_)));
+        assert!(matches!(
+            classify_send(ok(302), b""),
+            EffectOutcome::Failed(_)
+        ));
     }
 }

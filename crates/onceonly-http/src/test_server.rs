@@ -98,7 +98,11 @@ impl TestServer {
     /// Every idempotency key that reached the destination, with its item count.
     pub fn all_effects(&self) -> HashMap<String, usize> {
         let items = self.shared.items.lock().unwrap();
-        items.by_key.iter().map(|(k, v)| (k.clone(), v.len())).collect()
+        items
+            .by_key
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len()))
+            .collect()
     }
 
     /// POST requests received.
@@ -163,7 +167,11 @@ async fn create(State(s): State<Shared>, headers: HeaderMap) -> Response {
                 items.by_key.entry(key).or_default().push(id.clone());
                 if items.unknown_after_create > 0 {
                     items.unknown_after_create -= 1;
-                    (StatusCode::SERVICE_UNAVAILABLE, "created, but answering 503").into_response()
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "created, but answering 503",
+                    )
+                        .into_response()
                 } else {
                     json_id(StatusCode::CREATED, &id)
                 }
@@ -184,7 +192,11 @@ struct LookupQuery {
 
 async fn lookup(State(s): State<Shared>, Query(q): Query<LookupQuery>) -> Response {
     if s.mode == Mode::Neither {
-        return (StatusCode::NOT_IMPLEMENTED, "this destination has no lookup").into_response();
+        return (
+            StatusCode::NOT_IMPLEMENTED,
+            "this destination has no lookup",
+        )
+            .into_response();
     }
     let items = s.items.lock().unwrap();
     let live = items

@@ -27,6 +27,21 @@
 
 mod queries;
 
+/// The SQL text of the statements that decide who acts, for baselines (the
+/// bench runs them raw next to the guard). They name the schema `onceonly`;
+/// [`sql::in_schema`] puts another in its place.
+pub mod sql {
+    /// Claim: insert claimed, or claim a queued row (see `queries/claim.sql`).
+    pub const CLAIM: &str = include_str!("../queries/claim.sql");
+    /// One fenced transition (see `queries/move.sql`).
+    pub const MOVE: &str = include_str!("../queries/move.sql");
+
+    /// `sql` with the schema `schema` (a valid identifier) in place of `onceonly`.
+    pub fn in_schema(sql: &str, schema: &str) -> String {
+        crate::queries::in_schema(sql, schema)
+    }
+}
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -288,7 +303,7 @@ impl Store for PgStore {
         match claimed {
             Some(claim) => Ok(ClaimRow::Claimed(claim)),
             None => match self.op_get_in(conn, p.job_type, p.op_key).await? {
-                Some(snap) => Ok(ClaimRow::Existing(snap)),
+                Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
                 None => Err(Error::Database(format!(
                     "{}:{} conflicted on claim but is gone (purged meanwhile?)",
                     p.job_type, p.op_key
@@ -380,7 +395,7 @@ impl Store for PgStore {
             return Ok(Enqueued::Inserted);
         }
         match self.op_get_in(conn, p.job_type, p.op_key).await? {
-            Some(snap) => Ok(Enqueued::Existing(snap.record)),
+            Some(snap) => Ok(Enqueued::Existing(Box::new(snap.record))),
             None => Err(Error::Database(format!(
                 "{}:{} conflicted on enqueue but is gone (purged meanwhile?)",
                 p.job_type, p.op_key

@@ -6,17 +6,24 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use onceonly::{EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload, StalePolicy, Store};
+use onceonly::{
+    EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload, StalePolicy,
+    Store,
+};
 use onceonly_sqlite::SqliteStore;
 
 #[tokio::main]
 async fn main() -> onceonly::Result<()> {
     let dir = std::env::temp_dir().join(format!("onceonly-example-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| onceonly::Error::Invalid(e.to_string()))?;
-    let store = SqliteStore::connect(&format!("sqlite://{}", dir.join("example.db").display())).await?;
+    let store =
+        SqliteStore::connect(&format!("sqlite://{}", dir.join("example.db").display())).await?;
     store.migrate().await?;
 
-    let guard = Guard::new(store, JobSpec::new("send_receipt", EffectKind::Opaque(StalePolicy::Hold)))?;
+    let guard = Guard::new(
+        store,
+        JobSpec::new("send_receipt", EffectKind::Opaque(StalePolicy::Hold)),
+    )?;
     let emails_sent = Arc::new(AtomicU32::new(0));
     let send = EffectFn(|ctx: EffectCtx| {
         let emails_sent = emails_sent.clone();
@@ -30,14 +37,24 @@ async fn main() -> onceonly::Result<()> {
         let outcome = guard.run("order-42", &payload, &send).await?;
         let what = match outcome {
             Outcome::Done { repeat: false, .. } => "sent the email".to_owned(),
-            Outcome::Done { repeat: true, external_ref, .. } => {
-                format!("repeat: already sent as {}", external_ref.unwrap_or_default())
+            Outcome::Done {
+                repeat: true,
+                external_ref,
+                ..
+            } => {
+                format!(
+                    "repeat: already sent as {}",
+                    external_ref.unwrap_or_default()
+                )
             }
             other => format!("{other:?}"),
         };
         println!("delivery {delivery}: {what}");
     }
-    println!("effects: {} (one operation, delivered 3 times)", emails_sent.load(Ordering::SeqCst));
+    println!(
+        "effects: {} (one operation, delivered 3 times)",
+        emails_sent.load(Ordering::SeqCst)
+    );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

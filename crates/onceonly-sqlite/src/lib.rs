@@ -38,8 +38,6 @@ use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 
-
-
 /// The migrations, applied in order by [`Store::migrate`].
 pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
@@ -117,18 +115,25 @@ impl Store for SqliteStore {
         // BEGIN IMMEDIATE takes the write lock, so two processes migrating at
         // once apply each migration once.
         let mut tx = self.begin().await?;
-        queries::migrate(&mut tx, MIGRATIONS).await.map_err(self.err())?;
+        queries::migrate(&mut tx, MIGRATIONS)
+            .await
+            .map_err(self.err())?;
         Self::commit(tx).await
     }
 
     async fn begin(&self) -> Result<Self::Tx> {
         // IMMEDIATE: a deferred transaction that later writes can fail with
         // SQLITE_BUSY instead of waiting.
-        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(self.err())
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(self.err())
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
-        tx.commit().await.map_err(|e| Error::Database(e.to_string()))
+        tx.commit()
+            .await
+            .map_err(|e| Error::Database(e.to_string()))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -137,11 +142,13 @@ impl Store for SqliteStore {
     }
 
     async fn op_claim_in(&self, conn: &mut SqliteConnection, p: &OpClaim<'_>) -> Result<ClaimRow> {
-        let claimed = queries::claim(&mut *conn, self.offset(), p).await.map_err(self.err())?;
+        let claimed = queries::claim(&mut *conn, self.offset(), p)
+            .await
+            .map_err(self.err())?;
         match claimed {
             Some(claim) => Ok(ClaimRow::Claimed(claim)),
             None => match self.op_get_in(conn, p.job_type, p.op_key).await? {
-                Some(snap) => Ok(ClaimRow::Existing(snap)),
+                Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
                 None => Err(Error::Database(format!(
                     "{}:{} conflicted on claim but is gone (purged meanwhile?)",
                     p.job_type, p.op_key
@@ -151,21 +158,29 @@ impl Store for SqliteStore {
     }
 
     async fn op_take_over(&self, p: &OpTakeOver<'_>) -> Result<Option<Claim>> {
-        queries::take_over(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())
+        queries::take_over(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
-        let affected = queries::move_op(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())?;
+        let affected = queries::move_op(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())?;
         Ok(affected == 1)
     }
 
     async fn op_move_in(&self, conn: &mut SqliteConnection, p: &OpMove<'_>) -> Result<bool> {
-        let affected = queries::move_op(conn, self.offset(), p).await.map_err(self.err())?;
+        let affected = queries::move_op(conn, self.offset(), p)
+            .await
+            .map_err(self.err())?;
         Ok(affected == 1)
     }
 
     async fn op_heartbeat(&self, p: &OpHeartbeat<'_>) -> Result<Option<Heartbeat>> {
-        queries::heartbeat(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())
+        queries::heartbeat(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_request_cancel(&self, p: &OpRequestCancel<'_>) -> Result<bool> {
@@ -176,7 +191,9 @@ impl Store for SqliteStore {
     }
 
     async fn op_get(&self, job_type: &str, op_key: &str) -> Result<Option<Snapshot>> {
-        queries::get(&mut *self.conn().await?, self.offset(), job_type, op_key).await.map_err(self.err())
+        queries::get(&mut *self.conn().await?, self.offset(), job_type, op_key)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_get_in(
@@ -185,15 +202,21 @@ impl Store for SqliteStore {
         job_type: &str,
         op_key: &str,
     ) -> Result<Option<Snapshot>> {
-        queries::get(conn, self.offset(), job_type, op_key).await.map_err(self.err())
+        queries::get(conn, self.offset(), job_type, op_key)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_list(&self, p: &OpList<'_>) -> Result<Vec<Record>> {
-        queries::list(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())
+        queries::list(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_purge(&self, p: &OpPurge<'_>) -> Result<u64> {
-        queries::purge(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())
+        queries::purge(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
     }
 
     async fn op_enqueue(&self, p: &OpEnqueue<'_>) -> Result<Enqueued> {
@@ -201,12 +224,20 @@ impl Store for SqliteStore {
         self.op_enqueue_in(&mut conn, p).await
     }
 
-    async fn op_enqueue_in(&self, conn: &mut SqliteConnection, p: &OpEnqueue<'_>) -> Result<Enqueued> {
-        if queries::enqueue(&mut *conn, self.offset(), p).await.map_err(self.err())? == 1 {
+    async fn op_enqueue_in(
+        &self,
+        conn: &mut SqliteConnection,
+        p: &OpEnqueue<'_>,
+    ) -> Result<Enqueued> {
+        if queries::enqueue(&mut *conn, self.offset(), p)
+            .await
+            .map_err(self.err())?
+            == 1
+        {
             return Ok(Enqueued::Inserted);
         }
         match self.op_get_in(conn, p.job_type, p.op_key).await? {
-            Some(snap) => Ok(Enqueued::Existing(snap.record)),
+            Some(snap) => Ok(Enqueued::Existing(Box::new(snap.record))),
             None => Err(Error::Database(format!(
                 "{}:{} conflicted on enqueue but is gone (purged meanwhile?)",
                 p.job_type, p.op_key
@@ -215,11 +246,15 @@ impl Store for SqliteStore {
     }
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
-        queries::claim_batch(&mut *self.conn().await?, self.offset(), p).await.map_err(self.err())
+        queries::claim_batch(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
     }
 
     async fn now(&self) -> Result<DbTime> {
-        queries::now(&mut *self.conn().await?, self.offset()).await.map_err(self.err())
+        queries::now(&mut *self.conn().await?, self.offset())
+            .await
+            .map_err(self.err())
     }
 
     fn clock_offset(&self) -> &ClockOffset {

@@ -23,7 +23,11 @@ const NOW: &str = include_str!("../queries/now.sql");
 
 type Res<T> = Result<T, sqlx::Error>;
 
-pub(crate) async fn claim(ex: &mut SqliteConnection, offset: i64, p: &OpClaim<'_>) -> Res<Option<Claim>> {
+pub(crate) async fn claim(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpClaim<'_>,
+) -> Res<Option<Claim>> {
     let row = sqlx::query(CLAIM)
         .bind(offset)
         .bind(p.job_type)
@@ -37,7 +41,11 @@ pub(crate) async fn claim(ex: &mut SqliteConnection, offset: i64, p: &OpClaim<'_
     row.as_ref().map(claim_from_row).transpose()
 }
 
-pub(crate) async fn take_over(ex: &mut SqliteConnection, offset: i64, p: &OpTakeOver<'_>) -> Res<Option<Claim>> {
+pub(crate) async fn take_over(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpTakeOver<'_>,
+) -> Res<Option<Claim>> {
     let row = sqlx::query(TAKE_OVER)
         .bind(offset)
         .bind(p.job_type)
@@ -70,7 +78,11 @@ pub(crate) async fn move_op(ex: &mut SqliteConnection, offset: i64, p: &OpMove<'
     Ok(done.rows_affected())
 }
 
-pub(crate) async fn heartbeat(ex: &mut SqliteConnection, offset: i64, p: &OpHeartbeat<'_>) -> Res<Option<Heartbeat>> {
+pub(crate) async fn heartbeat(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpHeartbeat<'_>,
+) -> Res<Option<Heartbeat>> {
     let row = sqlx::query(HEARTBEAT)
         .bind(offset)
         .bind(p.job_type)
@@ -88,7 +100,11 @@ pub(crate) async fn heartbeat(ex: &mut SqliteConnection, offset: i64, p: &OpHear
     .transpose()
 }
 
-pub(crate) async fn request_cancel(ex: &mut SqliteConnection, offset: i64, p: &OpRequestCancel<'_>) -> Res<u64> {
+pub(crate) async fn request_cancel(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpRequestCancel<'_>,
+) -> Res<u64> {
     let done = sqlx::query(REQUEST_CANCEL)
         .bind(offset)
         .bind(p.job_type)
@@ -99,7 +115,12 @@ pub(crate) async fn request_cancel(ex: &mut SqliteConnection, offset: i64, p: &O
     Ok(done.rows_affected())
 }
 
-pub(crate) async fn get(ex: &mut SqliteConnection, offset: i64, job_type: &str, op_key: &str) -> Res<Option<Snapshot>> {
+pub(crate) async fn get(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    job_type: &str,
+    op_key: &str,
+) -> Res<Option<Snapshot>> {
     let row = sqlx::query(GET)
         .bind(offset)
         .bind(job_type)
@@ -109,7 +130,11 @@ pub(crate) async fn get(ex: &mut SqliteConnection, offset: i64, job_type: &str, 
     row.as_ref().map(snapshot_from_row).transpose()
 }
 
-pub(crate) async fn list(ex: &mut SqliteConnection, offset: i64, p: &OpList<'_>) -> Res<Vec<Record>> {
+pub(crate) async fn list(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpList<'_>,
+) -> Res<Vec<Record>> {
     let rows = sqlx::query(LIST)
         .bind(offset)
         .bind(p.job_type)
@@ -145,7 +170,11 @@ pub(crate) async fn enqueue(ex: &mut SqliteConnection, offset: i64, p: &OpEnqueu
     Ok(done.rows_affected())
 }
 
-pub(crate) async fn claim_batch(ex: &mut SqliteConnection, offset: i64, p: &OpClaimBatch<'_>) -> Res<Vec<(Record, Claim)>> {
+pub(crate) async fn claim_batch(
+    ex: &mut SqliteConnection,
+    offset: i64,
+    p: &OpClaimBatch<'_>,
+) -> Res<Vec<(Record, Claim)>> {
     let rows = sqlx::query(CLAIM_BATCH)
         .bind(offset)
         .bind(p.job_type)

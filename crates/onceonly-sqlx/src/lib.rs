@@ -30,10 +30,12 @@ pub fn map_err(url: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
             url: onceonly::db_url::redact(url),
             reason: e.to_string(),
         },
-        sqlx::Error::Database(db) if is_connect_refusal(db.code().as_deref()) => Error::Unreachable {
-            url: onceonly::db_url::redact(url),
-            reason: db.to_string(),
-        },
+        sqlx::Error::Database(db) if is_connect_refusal(db.code().as_deref()) => {
+            Error::Unreachable {
+                url: onceonly::db_url::redact(url),
+                reason: db.to_string(),
+            }
+        }
         other => Error::Database(other.to_string()),
     }
 }

@@ -109,7 +109,7 @@ pub struct Guard<S: Store> {
 /// What an existing row means for this delivery.
 enum Decision {
     Settled(Outcome),
-    Stale(Record),
+    Stale(Box<Record>),
 }
 
 impl<S: Store> Guard<S> {
@@ -270,7 +270,9 @@ impl<S: Store> Guard<S> {
                 repeat: false,
             })
         } else {
-            Err(self.lost_claim_in(conn, &claim.op_key, claim.claim.token).await)
+            Err(self
+                .lost_claim_in(conn, &claim.op_key, claim.claim.token)
+                .await)
         }
     }
 
@@ -283,7 +285,9 @@ impl<S: Store> Guard<S> {
         F: for<'c> FnOnce(
             &'c mut S::Conn,
             &'c EffectCtx,
-        ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, BoxError>> + Send + 'c>>,
+        ) -> Pin<
+            Box<dyn Future<Output = Result<serde_json::Value, BoxError>> + Send + 'c>,
+        >,
     {
         let mut tx = self.store.begin().await?;
         let claim = match self.claim_in(&mut tx, op_key, payload).await? {
@@ -291,17 +295,17 @@ impl<S: Store> Guard<S> {
             LocalStart::Settled(outcome) => return Ok(outcome),
         };
         self.fault(FaultPoint::AfterClaim)?;
-        let result = match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &claim.ctx)).await
-        {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => {
-                return Err(Error::Invalid(format!(
-                    "local effect of {}:{op_key} failed, its transaction rolled back: {e}",
-                    self.spec.job_type
-                )))
-            }
-            Err(_) => return Err(Error::Timeout(self.spec.timeout)),
-        };
+        let result =
+            match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &claim.ctx)).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => {
+                    return Err(Error::Invalid(format!(
+                        "local effect of {}:{op_key} failed, its transaction rolled back: {e}",
+                        self.spec.job_type
+                    )))
+                }
+                Err(_) => return Err(Error::Timeout(self.spec.timeout)),
+            };
         let outcome = self.complete_in(&mut tx, &claim, &result).await?;
         S::commit(tx).await?;
         Ok(outcome)
@@ -346,7 +350,9 @@ impl<S: Store> Guard<S> {
                 reason: r.error.clone(),
             },
             State::Queued => Outcome::NotDue { due_at: r.due_at },
-            State::Claimed if r.lease_expired(snap.now) => return Ok(Decision::Stale(r.clone())),
+            State::Claimed if r.lease_expired(snap.now) => {
+                return Ok(Decision::Stale(Box::new(r.clone())))
+            }
             State::Claimed => {
                 let claimed_at = r.claimed_at.unwrap_or(snap.now);
                 Outcome::InProgress {
@@ -478,7 +484,9 @@ impl<S: Store> Guard<S> {
                         .cancel_requested
                         .store(hb.cancel_requested, Ordering::SeqCst),
                     Ok(None) => return self.lost_claim(&ctx.op_key, ctx.token).await,
-                    Err(e) => warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry"),
+                    Err(e) => {
+                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
+                    }
                 }
             }
         };
@@ -497,7 +505,8 @@ impl<S: Store> Guard<S> {
         effect: &E,
     ) -> Result<EffectOutcome> {
         // A lookup effect looks first whenever an earlier claim may have acted.
-        let mut look_first = self.spec.effect == EffectKind::Lookup && (after_stale || claim.attempts > 1);
+        let mut look_first =
+            self.spec.effect == EffectKind::Lookup && (after_stale || claim.attempts > 1);
         let mut retries_left = self.spec.max_retries;
         let mut backoff = Duration::from_millis(20);
         loop {
@@ -506,7 +515,12 @@ impl<S: Store> Guard<S> {
                     LookupOutcome::Found {
                         external_ref,
                         result,
-                    } => return Ok(EffectOutcome::Done { external_ref, result }),
+                    } => {
+                        return Ok(EffectOutcome::Done {
+                            external_ref,
+                            result,
+                        })
+                    }
                     LookupOutcome::NotFound => {}
                     LookupOutcome::Unavailable(why) => {
                         return Ok(EffectOutcome::NotSent(format!("lookup unavailable: {why}")))
@@ -514,14 +528,19 @@ impl<S: Store> Guard<S> {
                 }
             }
             if ctx.cancel_requested() {
-                return Ok(EffectOutcome::Failed("cancel requested before the effect".into()));
+                return Ok(EffectOutcome::Failed(
+                    "cancel requested before the effect".into(),
+                ));
             }
             let outcome = effect.perform(ctx).await;
-            let retry = match (&outcome, self.spec.effect) {
-                (EffectOutcome::NotSent(_), _) => true,
-                (EffectOutcome::Unknown(_), EffectKind::Keyed | EffectKind::Lookup) => true,
-                _ => false,
-            };
+            let retry = matches!(
+                (&outcome, self.spec.effect),
+                (EffectOutcome::NotSent(_), _)
+                    | (
+                        EffectOutcome::Unknown(_),
+                        EffectKind::Keyed | EffectKind::Lookup
+                    )
+            );
             if !retry || retries_left == 0 {
                 if matches!(outcome, EffectOutcome::Done { .. }) {
                     self.fault(FaultPoint::AfterEffect)?;
@@ -577,10 +596,16 @@ impl<S: Store> Guard<S> {
                 })
             }
             EffectOutcome::Failed(error) => {
-                let to = if ctx.cancel_requested() { State::Cancelled } else { State::Failed };
+                let to = if ctx.cancel_requested() {
+                    State::Cancelled
+                } else {
+                    State::Failed
+                };
                 self.fenced(ctx, to, &error).await?;
                 Ok(if to == State::Cancelled {
-                    Outcome::Cancelled { withdrawn_ref: None }
+                    Outcome::Cancelled {
+                        withdrawn_ref: None,
+                    }
                 } else {
                     Outcome::Failed { error: Some(error) }
                 })
@@ -592,13 +617,31 @@ impl<S: Store> Guard<S> {
     /// An unknown outcome that retries under the claim did not clear.
     async fn unknown(&self, ctx: &EffectCtx, reason: String) -> Result<Outcome> {
         let (to, outcome) = match self.spec.effect {
-            EffectKind::Opaque(StalePolicy::Hold) => (State::Held, Outcome::Held { reason: Some(reason.clone()) }),
-            EffectKind::Opaque(StalePolicy::AtMostOnce) => (State::Failed, Outcome::Failed { error: Some(reason.clone()) }),
-            EffectKind::Opaque(StalePolicy::AtLeastOnce) if ctx.attempt >= 2 => {
-                (State::Held, Outcome::Held { reason: Some(reason.clone()) })
-            }
+            EffectKind::Opaque(StalePolicy::Hold) => (
+                State::Held,
+                Outcome::Held {
+                    reason: Some(reason.clone()),
+                },
+            ),
+            EffectKind::Opaque(StalePolicy::AtMostOnce) => (
+                State::Failed,
+                Outcome::Failed {
+                    error: Some(reason.clone()),
+                },
+            ),
+            EffectKind::Opaque(StalePolicy::AtLeastOnce) if ctx.attempt >= 2 => (
+                State::Held,
+                Outcome::Held {
+                    reason: Some(reason.clone()),
+                },
+            ),
             // Keyed and lookup redo safely; at-least-once may redo once.
-            _ => (State::Queued, Outcome::RetryLater { reason: reason.clone() }),
+            _ => (
+                State::Queued,
+                Outcome::RetryLater {
+                    reason: reason.clone(),
+                },
+            ),
         };
         if to != State::Queued {
             self.fenced(ctx, to, &reason).await?;
@@ -676,9 +719,17 @@ impl<S: Store> Guard<S> {
         }
         let withdrawn = match external_ref.as_deref() {
             Some(ext) => effect.withdraw(ctx, ext).await,
-            None => WithdrawOutcome::NotWithdrawn("the effect returned no reference to withdraw".into()),
+            None => {
+                WithdrawOutcome::NotWithdrawn("the effect returned no reference to withdraw".into())
+            }
         };
-        let mut p = OpMove::new(&ctx.job_type, &ctx.op_key, ctx.token, State::Claimed, State::Cancelled);
+        let mut p = OpMove::new(
+            &ctx.job_type,
+            &ctx.op_key,
+            ctx.token,
+            State::Claimed,
+            State::Cancelled,
+        );
         p.external_ref = external_ref.as_deref();
         p.result = Some(result_text);
         let (outcome, note) = match withdrawn {
@@ -722,7 +773,11 @@ impl<S: Store> Guard<S> {
     }
 
     async fn lost_claim_in(&self, conn: &mut S::Conn, op_key: &str, token: i64) -> Error {
-        match self.store.op_get_in(conn, &self.spec.job_type, op_key).await {
+        match self
+            .store
+            .op_get_in(conn, &self.spec.job_type, op_key)
+            .await
+        {
             Ok(Some(snap)) => Error::LostClaim {
                 token,
                 record: Box::new(snap.record),

@@ -42,6 +42,12 @@ pub fn validate_op_key(op_key: &str) -> Result<()> {
             op_key.len()
         )));
     }
+    if op_key.contains('\0') {
+        // PostgreSQL text cannot hold NUL; refuse it everywhere alike.
+        return Err(Error::Invalid(
+            "operation key contains a NUL character".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -122,6 +128,7 @@ mod tests {
         assert!(validate_op_key(&"é".repeat(256)).is_ok());
         assert!(validate_op_key("").is_err());
         assert!(validate_op_key(&"x".repeat(513)).is_err());
+        assert!(validate_op_key("a\0b").is_err());
     }
 
     #[test]

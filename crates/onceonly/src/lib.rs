@@ -33,9 +33,9 @@ pub mod fault;
 mod guard;
 mod key;
 pub mod ops;
-pub mod relay;
 mod owner;
 mod record;
+pub mod relay;
 mod spec;
 pub mod store;
 

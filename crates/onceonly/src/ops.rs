@@ -41,7 +41,7 @@ fn enqueued(found: Enqueued, payload: &Payload) -> Result<EnqueueOutcome> {
     match found {
         Enqueued::Inserted => Ok(EnqueueOutcome::Queued),
         Enqueued::Existing(r) if r.fingerprint == payload.fingerprint => {
-            Ok(EnqueueOutcome::AlreadyExists(Box::new(r)))
+            Ok(EnqueueOutcome::AlreadyExists(r))
         }
         Enqueued::Existing(r) => Err(Error::PayloadMismatch {
             job_type: r.job_type,
@@ -111,9 +111,9 @@ pub enum CancelOutcome {
 /// Queued or failed: cancelled at once. Claimed: cancel requested (see
 /// [`CancelOutcome::Requested`]). Completed: withdrawn through `destination`
 /// first and only then marked cancelled; without a destination or when the
-/// withdraw fails it stays completed and [`CancelOutcome::StillLive`] says so.
-/// A completed local effect has no destination: it is marked cancelled only
-/// when there is no external reference and no destination was given either.
+/// withdraw fails it stays completed and [`CancelOutcome::StillLive`] says so
+/// (a completed local effect, with no reference, is never reported cancelled:
+/// its rows are the caller's to remove).
 pub async fn cancel<S: Store, E: Effect>(
     store: &S,
     job_type: &str,
@@ -139,7 +139,12 @@ pub async fn cancel<S: Store, E: Effect>(
                     token: r.token,
                 };
                 if store.op_request_cancel(&p).await? {
-                    info!(job = job_type, key = op_key, token = r.token, "cancel requested");
+                    info!(
+                        job = job_type,
+                        key = op_key,
+                        token = r.token,
+                        "cancel requested"
+                    );
                     return Ok(CancelOutcome::Requested {
                         owner: r.owner.clone(),
                     });
@@ -170,12 +175,12 @@ async fn withdraw_completed<S: Store, E: Effect>(
             let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::none().value());
             dest.withdraw(&ctx, ext).await
         }
-        (None, Some(_)) => WithdrawOutcome::NotWithdrawn(
-            "no destination was given to withdraw it from".into(),
-        ),
-        (_, None) => WithdrawOutcome::NotWithdrawn(
-            "the record has no external reference to withdraw".into(),
-        ),
+        (None, Some(_)) => {
+            WithdrawOutcome::NotWithdrawn("no destination was given to withdraw it from".into())
+        }
+        (_, None) => {
+            WithdrawOutcome::NotWithdrawn("the record has no external reference to withdraw".into())
+        }
     };
     if let WithdrawOutcome::NotWithdrawn(reason) = withdrawn {
         return Ok(CancelOutcome::StillLive {
@@ -183,7 +188,13 @@ async fn withdraw_completed<S: Store, E: Effect>(
             reason,
         });
     }
-    let mut p = OpMove::new(&r.job_type, &r.op_key, r.token, State::Completed, State::Cancelled);
+    let mut p = OpMove::new(
+        &r.job_type,
+        &r.op_key,
+        r.token,
+        State::Completed,
+        State::Cancelled,
+    );
     p.error = Some("cancelled by an operator; withdrawn at the destination");
     if store.op_move(&p).await? {
         info!(job = %r.job_type, key = %r.op_key, external_ref = ?r.external_ref, "withdrawn and cancelled");
@@ -260,8 +271,17 @@ pub async fn resolve<S: Store>(
 
 /// Deletes finished records (completed, failed, cancelled) not updated for
 /// `older_than`. Claimed, queued and held records are never purged.
-pub async fn purge<S: Store>(store: &S, job_type: Option<&str>, older_than: Duration) -> Result<u64> {
-    store.op_purge(&OpPurge { job_type, older_than }).await
+pub async fn purge<S: Store>(
+    store: &S,
+    job_type: Option<&str>,
+    older_than: Duration,
+) -> Result<u64> {
+    store
+        .op_purge(&OpPurge {
+            job_type,
+            older_than,
+        })
+        .await
 }
 
 /// Reads one record, or [`Error::NotFound`].

@@ -34,7 +34,10 @@ impl Serialize for DbTime {
 
 impl From<SystemTime> for DbTime {
     fn from(t: SystemTime) -> Self {
-        DbTime(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
+        DbTime(
+            t.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        )
     }
 }
 

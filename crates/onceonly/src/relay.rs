@@ -226,12 +226,24 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
     /// Gives back claims taken just as the stop arrived, before acting.
     async fn release(&self, claims: &[(crate::Record, crate::store::Claim)]) {
         for (record, claim) in claims {
-            let mut p = OpMove::new(&record.job_type, &record.op_key, claim.token, State::Claimed, State::Queued);
+            let mut p = OpMove::new(
+                &record.job_type,
+                &record.op_key,
+                claim.token,
+                State::Claimed,
+                State::Queued,
+            );
             p.error = Some("released unstarted at relay shutdown");
             match self.guard.store().op_move(&p).await {
-                Ok(true) => info!(job = %record.job_type, key = %record.op_key, "released unstarted claim"),
-                Ok(false) => warn!(job = %record.job_type, key = %record.op_key, "claim moved before release"),
-                Err(e) => warn!(job = %record.job_type, key = %record.op_key, error = %e, "release failed; the lease will expire"),
+                Ok(true) => {
+                    info!(job = %record.job_type, key = %record.op_key, "released unstarted claim")
+                }
+                Ok(false) => {
+                    warn!(job = %record.job_type, key = %record.op_key, "claim moved before release")
+                }
+                Err(e) => {
+                    warn!(job = %record.job_type, key = %record.op_key, error = %e, "release failed; the lease will expire")
+                }
             }
         }
     }
@@ -239,7 +251,11 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
 
 fn log_outcome(job: &str, key: &str, outcome: &Result<Outcome>) {
     match outcome {
-        Ok(Outcome::Done { repeat, external_ref, .. }) => {
+        Ok(Outcome::Done {
+            repeat,
+            external_ref,
+            ..
+        }) => {
             info!(job, key, repeat, external_ref = ?external_ref, "done")
         }
         Ok(other) => info!(job, key, outcome = ?other, "settled"),

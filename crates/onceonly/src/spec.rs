@@ -243,8 +243,11 @@ impl JobSpec {
 
 /// Parses a duration like `500ms`, `2s`, `5m`, naming the problem when it is not one.
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    humantime::parse_duration(text)
-        .map_err(|e| Error::Invalid(format!("{text:?} is not a duration like 500ms, 2s or 5m: {e}")))
+    humantime::parse_duration(text).map_err(|e| {
+        Error::Invalid(format!(
+            "{text:?} is not a duration like 500ms, 2s or 5m: {e}"
+        ))
+    })
 }
 
 mod humantime_serde_like {
@@ -287,15 +290,30 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string();
-        assert!(err.contains("job timeout (10s) must be shorter than the lease (10s)"), "{err}");
+        assert!(
+            err.contains("job timeout (10s) must be shorter than the lease (10s)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_heartbeat_lets_a_job_outlive_its_lease_only_at_lease_over_three() {
-        let long = spec().lease(Duration::from_secs(30)).timeout(Duration::from_secs(300));
-        long.clone().heartbeat(Duration::from_secs(10)).validate().unwrap();
-        let err = long.heartbeat(Duration::from_secs(11)).validate().unwrap_err().to_string();
-        assert!(err.contains("heartbeat (11s) must renew the lease at least every lease/3 (10s)"), "{err}");
+        let long = spec()
+            .lease(Duration::from_secs(30))
+            .timeout(Duration::from_secs(300));
+        long.clone()
+            .heartbeat(Duration::from_secs(10))
+            .validate()
+            .unwrap();
+        let err = long
+            .heartbeat(Duration::from_secs(11))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("heartbeat (11s) must renew the lease at least every lease/3 (10s)"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -306,12 +324,20 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string();
-        assert!(err.contains("queue redelivery timeout (5s) must be longer than the job timeout (10s)"), "{err}");
-        assert!(err.contains("lock lifetime (10s) must be longer than the job timeout (10s)"), "{err}");
+        assert!(
+            err.contains("queue redelivery timeout (5s) must be longer than the job timeout (10s)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("lock lifetime (10s) must be longer than the job timeout (10s)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_job_type_is_refused() {
-        assert!(JobSpec::new("no spaces", EffectKind::Keyed).validate().is_err());
+        assert!(JobSpec::new("no spaces", EffectKind::Keyed)
+            .validate()
+            .is_err());
     }
 }

@@ -31,7 +31,7 @@ pub enum ClaimRow {
     /// The statement changed one row: the claim is ours.
     Claimed(Claim),
     /// The statement changed nothing: the row as it stands.
-    Existing(Snapshot),
+    Existing(Box<Snapshot>),
 }
 
 /// Parameters of [`Store::op_claim`]: insert the record claimed, or claim it
@@ -158,7 +158,7 @@ pub enum Enqueued {
     /// A new queued record.
     Inserted,
     /// A record with this job type and key already existed.
-    Existing(Record),
+    Existing(Box<Record>),
 }
 
 /// Parameters of [`Store::op_claim_batch`]: claim up to `limit` due queued rows.
