@@ -1,1 +1,84 @@
-fn main() {}
+//! `onceonly`: make a job's side effect happen once per business operation.
+//! The command-line surface is DESIGN.md section 6; one module per command.
+#![forbid(unsafe_code)]
+
+mod commands;
+mod store;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Make a background job's side effect happen once per business operation.
+#[derive(Parser)]
+#[command(name = "onceonly", version, about)]
+struct Cli {
+    /// Database: sqlite://PATH (relative), sqlite:///ABS/PATH (created if
+    /// missing), or postgres://...
+    #[arg(
+        long,
+        global = true,
+        env = "ONCEONLY_DB",
+        default_value = "sqlite://onceonly.db"
+    )]
+    db: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create or upgrade the tables (idempotent).
+    Migrate,
+    /// Queue operations for a relay.
+    Enqueue(commands::enqueue::Args),
+    /// Relay queued operations to an HTTP destination until stopped.
+    Run(commands::run::Args),
+    /// Cancel an operation, withdrawing it at the destination.
+    Cancel(commands::cancel::Args),
+    /// List operation records.
+    Inspect(commands::inspect::Args),
+    /// Run the replay scenarios: duplicates, concurrency, crashes.
+    Replay(commands::replay::Args),
+    /// Measure guarded operations against the same SQL run raw.
+    Bench(commands::bench::Args),
+    /// (internal) one replay worker process, killed by the harness.
+    #[command(hide = true, name = "replay-worker")]
+    ReplayWorker(commands::replay::WorkerArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ONCEONLY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async move {
+        let db = cli.db;
+        match cli.command {
+            Command::Migrate => commands::migrate::run(&db).await,
+            Command::Enqueue(args) => commands::enqueue::run(&db, args).await,
+            Command::Run(args) => commands::run::run(&db, args).await,
+            Command::Cancel(args) => commands::cancel::run(&db, args).await,
+            Command::Inspect(args) => commands::inspect::run(&db, args).await,
+            Command::Replay(args) => commands::replay::run(&db, args).await,
+            Command::Bench(args) => commands::bench::run(&db, args).await,
+            Command::ReplayWorker(args) => commands::replay::worker(&db, args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("onceonly: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The databases the bench runs on, each with its raw baseline: the store's
+//! own claim and completion SQL, bound the same way, run straight on the pool.
+
+use std::future::Future;
+
+use onceonly::{BoxError, EffectCtx, Payload, Store};
+use onceonly_postgres::{PgOptions, PgStore};
+use onceonly_sqlite::SqliteStore;
+use sqlx::Row;
+
+const LEASE_MS: i64 = 30_000;
+
+/// A database to measure on.
+pub trait BenchTarget: Sync {
+    /// Name in the report.
+    const NAME: &'static str;
+    /// The store.
+    type S: Store + Clone;
+    /// The store the guard uses.
+    fn store(&self) -> &Self::S;
+    /// Claim then complete, as raw SQL.
+    fn raw_keyed(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// One transaction: claim, insert the effect row, complete, commit.
+    fn raw_local(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The statement that inserts one row in the user's table (`$1`/`?1`: the key).
+    fn effect_sql(&self) -> String;
+    /// The local effect: runs `sql` for the operation's key.
+    fn insert_effect<'c>(
+        sql: String,
+        conn: &'c mut <Self::S as Store>::Conn,
+        ctx: &'c EffectCtx,
+    ) -> impl Future<Output = Result<serde_json::Value, BoxError>> + Send + 'c;
+}
+
+/// SQLite on a fresh temporary file.
+pub struct SqliteTarget {
+    store: SqliteStore,
+    _dir: tempfile::TempDir,
+}
+
+impl SqliteTarget {
+    pub async fn new() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let store = SqliteStore::connect(&format!(
+            "sqlite://{}",
+            dir.path().join("bench.db").display()
+        ))
+        .await?;
+        store.migrate().await?;
+        sqlx::query("CREATE TABLE bench_effects (op_key TEXT PRIMARY KEY)")
+            .execute(store.pool())
+            .await?;
+        Ok(Self { store, _dir: dir })
+    }
+}
+
+impl BenchTarget for SqliteTarget {
+    const NAME: &'static str = "sqlite";
+    type S = SqliteStore;
+
+    fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
+    async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
+        let pool = self.store.pool();
+        let token = sqlite_claim(pool, key).await?;
+        let done = sqlite_complete(pool, key, token).await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        Ok(())
+    }
+
+    async fn raw_local(&self, key: &str) -> anyhow::Result<()> {
+        let mut tx = self.store.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let token = sqlite_claim(&mut *tx, key).await?;
+        sqlx::query(&self.effect_sql())
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlite_complete(&mut *tx, key, token).await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        tx.commit().await?;
+        Ok(())
+    }
+
+    fn effect_sql(&self) -> String {
+        "INSERT INTO bench_effects (op_key) VALUES (?1)".into()
+    }
+
+    async fn insert_effect<'c>(
+        sql: String,
+        conn: &'c mut sqlx::SqliteConnection,
+        ctx: &'c EffectCtx,
+    ) -> Result<serde_json::Value, BoxError> {
+        sqlx::query(&sql).bind(&ctx.op_key).execute(conn).await?;
+        Ok(serde_json::Value::Null)
+    }
+}
+
+async fn sqlite_claim<'e>(
+    ex: impl sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    key: &str,
+) -> anyhow::Result<i64> {
+    let none = Payload::none();
+    let row = sqlx::query(onceonly_sqlite::sql::CLAIM)
+        .bind(0_i64)
+        .bind("bench_raw")
+        .bind(key)
+        .bind("bench")
+        .bind(&none.fingerprint)
+        .bind(None::<String>)
+        .bind(LEASE_MS)
+        .fetch_one(ex)
+        .await?;
+    Ok(row.try_get("token")?)
+}
+
+async fn sqlite_complete<'e>(
+    ex: impl sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    key: &str,
+    token: i64,
+) -> anyhow::Result<u64> {
+    let done = sqlx::query(onceonly_sqlite::sql::MOVE)
+        .bind(0_i64)
+        .bind("bench_raw")
+        .bind(key)
+        .bind(token)
+        .bind("claimed")
+        .bind("completed")
+        .bind(None::<String>)
+        .bind(Some("null"))
+        .bind(None::<String>)
+        .bind(true)
+        .execute(ex)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// PostgreSQL in a fresh schema, dropped afterwards.
+pub struct PgTarget {
+    store: PgStore,
+    schema: String,
+    claim_sql: String,
+    move_sql: String,
+    insert_sql: String,
+}
+
+impl PgTarget {
+    pub async fn new(url: &str) -> anyhow::Result<Self> {
+        let schema = format!("bench_{}", std::process::id());
+        let store = PgStore::connect_with(
+            url,
+            PgOptions::default().schema(&schema).max_connections(16),
+        )
+        .await?;
+        store.migrate().await?;
+        sqlx::query(&format!(
+            "CREATE TABLE \"{schema}\".bench_effects (op_key TEXT PRIMARY KEY)"
+        ))
+        .execute(store.pool())
+        .await?;
+        Ok(Self {
+            claim_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::CLAIM, &schema),
+            move_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::MOVE, &schema),
+            insert_sql: format!("INSERT INTO \"{schema}\".bench_effects (op_key) VALUES ($1)"),
+            store,
+            schema,
+        })
+    }
+
+    pub async fn drop_schema(&self) {
+        let drop = format!("DROP SCHEMA \"{}\" CASCADE", self.schema);
+        if let Err(e) = sqlx::query(&drop).execute(self.store.pool()).await {
+            eprintln!("bench: could not drop schema {}: {e}", self.schema);
+        }
+    }
+
+    async fn claim<'e>(
+        &self,
+        ex: impl sqlx::Executor<'e, Database = sqlx::Postgres>,
+        key: &str,
+    ) -> anyhow::Result<i64> {
+        let none = Payload::none();
+        let row = sqlx::query(&self.claim_sql)
+            .bind(0_i64)
+            .bind("bench_raw")
+            .bind(key)
+            .bind("bench")
+            .bind(&none.fingerprint)
+            .bind(None::<String>)
+            .bind(LEASE_MS)
+            .fetch_one(ex)
+            .await?;
+        Ok(row.try_get("token")?)
+    }
+
+    async fn complete<'e>(
+        &self,
+        ex: impl sqlx::Executor<'e, Database = sqlx::Postgres>,
+        key: &str,
+        token: i64,
+    ) -> anyhow::Result<u64> {
+        let done = sqlx::query(&self.move_sql)
+            .bind(0_i64)
+            .bind("bench_raw")
+            .bind(key)
+            .bind(token)
+            .bind("claimed")
+            .bind("completed")
+            .bind(None::<String>)
+            .bind(Some("null"))
+            .bind(None::<String>)
+            .bind(true)
+            .execute(ex)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+impl BenchTarget for PgTarget {
+    const NAME: &'static str = "postgres";
+    type S = PgStore;
+
+    fn store(&self) -> &PgStore {
+        &self.store
+    }
+
+    async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
+        let pool = self.store.pool();
+        let token = self.claim(pool, key).await?;
+        let done = self.complete(pool, key, token).await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        Ok(())
+    }
+
+    async fn raw_local(&self, key: &str) -> anyhow::Result<()> {
+        let mut tx = self.store.pool().begin().await?;
+        let token = self.claim(&mut *tx, key).await?;
+        sqlx::query(&self.insert_sql)
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        let done = self.complete(&mut *tx, key, token).await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        tx.commit().await?;
+        Ok(())
+    }
+
+    fn effect_sql(&self) -> String {
+        self.insert_sql.clone()
+    }
+
+    async fn insert_effect<'c>(
+        sql: String,
+        conn: &'c mut sqlx::PgConnection,
+        ctx: &'c EffectCtx,
+    ) -> Result<serde_json::Value, BoxError> {
+        sqlx::query(&sql).bind(&ctx.op_key).execute(conn).await?;
+        Ok(serde_json::Value::Null)
+    }
+}

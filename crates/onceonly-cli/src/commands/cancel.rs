@@ -1,0 +1,119 @@
+//! `onceonly cancel`: cancel an operation and withdraw it at the destination.
+//! Exits 0 only when the operation ends cancelled with nothing of it live.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use onceonly::ops::{cancel, get, CancelOutcome};
+use onceonly::{State, Store};
+use onceonly_http::HttpDestination;
+
+use crate::store::{open_migrated, with_store};
+
+/// Arguments of `onceonly cancel`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job type.
+    #[arg(long)]
+    job: String,
+    /// Operation key.
+    #[arg(long)]
+    key: String,
+    /// The destination to withdraw a sent item from.
+    #[arg(long)]
+    http: Option<String>,
+    /// How long to wait for a worker holding the claim to stop or withdraw.
+    #[arg(long, default_value = "30s", value_parser = onceonly::parse_duration)]
+    wait: Duration,
+}
+
+/// Cancels, waiting for an in-flight claim's owner when there is one.
+pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
+    let destination = args
+        .http
+        .as_deref()
+        .map(|url| HttpDestination::new(url, Duration::from_secs(10)))
+        .transpose()?;
+    let store = open_migrated(db).await?;
+    with_store!(&store, s => cancel_and_wait(s, &args, destination.as_ref()).await)
+}
+
+async fn cancel_and_wait<S: Store>(
+    store: &S,
+    args: &Args,
+    destination: Option<&HttpDestination>,
+) -> anyhow::Result<ExitCode> {
+    let name = format!("{}:{}", args.job, args.key);
+    let deadline = Instant::now() + args.wait;
+    let mut outcome = cancel(store, &args.job, &args.key, destination).await?;
+    if let CancelOutcome::Requested { owner } = &outcome {
+        eprintln!(
+            "{name} is in flight (claimed by {}); cancel requested, waiting up to {} for it to stop or withdraw",
+            owner.as_deref().unwrap_or("?"),
+            humantime::format_duration(args.wait)
+        );
+        outcome = wait_for_owner(store, args, destination, deadline).await?;
+    }
+    let (code, sentence) = match outcome {
+        CancelOutcome::Cancelled { withdrawn_ref: None } => (0, format!("{name} cancelled; nothing of it was sent")),
+        CancelOutcome::Cancelled { withdrawn_ref: Some(r) } => {
+            (0, format!("{name} cancelled; item {r} withdrawn at the destination"))
+        }
+        CancelOutcome::AlreadyCancelled => (0, format!("{name} was already cancelled")),
+        CancelOutcome::Requested { owner } => (
+            1,
+            format!(
+                "{name} is still in flight after {}: cancel requested, and its owner {} will stop before sending or withdraw after; check again",
+                humantime::format_duration(args.wait),
+                owner.as_deref().unwrap_or("?")
+            ),
+        ),
+        CancelOutcome::StillLive { external_ref, reason } => (
+            1,
+            format!(
+                "{name} stays completed: item {} is still live at the destination ({reason})",
+                external_ref.as_deref().unwrap_or("(no reference)")
+            ),
+        ),
+        CancelOutcome::Held => (
+            1,
+            format!("{name} is held: nobody knows whether the item exists; a person must resolve it first"),
+        ),
+    };
+    if code == 0 {
+        println!("{sentence}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("{sentence}");
+        Ok(ExitCode::from(code))
+    }
+}
+
+/// Polls until the claim's owner settles the row, then finishes the cancel
+/// (a row the owner completed is withdrawn like any completed one).
+async fn wait_for_owner<S: Store>(
+    store: &S,
+    args: &Args,
+    destination: Option<&HttpDestination>,
+    deadline: Instant,
+) -> anyhow::Result<CancelOutcome> {
+    loop {
+        let snap = get(store, &args.job, &args.key).await?;
+        match snap.record.state {
+            State::Cancelled => {
+                return Ok(CancelOutcome::Cancelled {
+                    withdrawn_ref: snap.record.external_ref,
+                })
+            }
+            State::Claimed if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            State::Claimed => {
+                return Ok(CancelOutcome::Requested {
+                    owner: snap.record.owner,
+                })
+            }
+            _ => return Ok(cancel(store, &args.job, &args.key, destination).await?),
+        }
+    }
+}

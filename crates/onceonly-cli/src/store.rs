@@ -1,0 +1,46 @@
+//! Opening the database a URL names, and running a command generic over
+//! the store on it.
+
+use onceonly::{Error, Store};
+use onceonly_postgres::PgStore;
+use onceonly_sqlite::SqliteStore;
+
+/// The store a `--db` URL names.
+pub enum AnyStore {
+    /// `sqlite://...`
+    Sqlite(SqliteStore),
+    /// `postgres://...` or `postgresql://...`
+    Postgres(PgStore),
+}
+
+/// Opens the database at `url` (not migrating it).
+pub async fn open(url: &str) -> onceonly::Result<AnyStore> {
+    if url.starts_with("sqlite:") {
+        Ok(AnyStore::Sqlite(SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(AnyStore::Postgres(PgStore::connect(url).await?))
+    } else {
+        Err(Error::Invalid(format!(
+            "--db {:?}: expected sqlite://PATH, sqlite:///ABS/PATH or postgres://...",
+            onceonly::db_url::redact(url)
+        )))
+    }
+}
+
+/// Runs `$body` with `$s` bound to the concrete store inside `$any`.
+macro_rules! with_store {
+    ($any:expr, $s:ident => $body:expr) => {
+        match $any {
+            $crate::store::AnyStore::Sqlite($s) => $body,
+            $crate::store::AnyStore::Postgres($s) => $body,
+        }
+    };
+}
+pub(crate) use with_store;
+
+/// Opens the database at `url` and migrates it.
+pub async fn open_migrated(url: &str) -> onceonly::Result<AnyStore> {
+    let store = open(url).await?;
+    with_store!(&store, s => s.migrate().await)?;
+    Ok(store)
+}

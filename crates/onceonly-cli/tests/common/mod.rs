@@ -1,0 +1,119 @@
+//! Helpers for driving the real `onceonly` binary.
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Output, Stdio};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_onceonly")
+}
+
+/// A fresh SQLite database URL in its own temp dir (kept for inspection).
+pub fn sqlite_url() -> String {
+    let dir = tempfile::Builder::new()
+        .prefix("onceonly-cli")
+        .tempdir()
+        .unwrap()
+        .keep();
+    format!("sqlite://{}", dir.join("cli.db").display())
+}
+
+/// The PostgreSQL URL for tests, or None (skipping loudly) when unreachable
+/// outside CI. Under CI=true an unreachable server panics.
+pub fn pg_url(test: &str) -> Option<String> {
+    let url = std::env::var("ONCEONLY_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let reachable = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:5432".parse().unwrap(),
+        std::time::Duration::from_secs(2),
+    )
+    .is_ok();
+    if reachable {
+        return Some(url);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: PostgreSQL unreachable at {url} under CI=true");
+    }
+    eprintln!("\n*** SKIPPED {test}: PostgreSQL unreachable at {url} ***\n");
+    None
+}
+
+/// A job type no other test uses, so tests share a PostgreSQL schema safely.
+pub fn unique_job(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .elapsed()
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish() % 1_000_000_007
+}
+
+/// Runs the binary to completion.
+pub fn oo(db: &str, args: &[&str]) -> Output {
+    oo_stdin(db, args, None)
+}
+
+/// Runs the binary with `stdin` piped in.
+pub fn oo_stdin(db: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Starts the binary in the background.
+pub fn spawn(db: &str, args: &[&str]) -> Child {
+    Command::new(bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Text of an output, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `inspect --json` as parsed objects, by key.
+pub fn inspect(db: &str, job: &str) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let out = oo(db, &["inspect", "--job", job, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["key"].as_str().unwrap().to_owned(), v)
+        })
+        .collect()
+}
