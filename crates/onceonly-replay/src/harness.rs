@@ -157,6 +157,7 @@ impl<S: Reconnect, J: ReplayJob<S>> Harness<S, J> {
             worker: self.worker.clone(),
             progress: self.progress.clone(),
             current: Mutex::new((0, 0, String::new())),
+            others: tokio::sync::Mutex::new(Vec::new()),
         };
         let total = report.entries.len();
         for (i, entry) in report.entries.iter_mut().enumerate() {

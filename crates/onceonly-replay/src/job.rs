@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use onceonly::{BoxError, Guard, Outcome, Payload, Store};
+use onceonly_postgres::PgStore;
 use onceonly_sqlite::SqliteStore;
 
 use crate::naive::Naive;
@@ -77,5 +78,11 @@ pub trait Reconnect: Store + Clone {
 impl Reconnect for SqliteStore {
     fn reconnect(&self) -> impl Future<Output = onceonly::Result<Self>> + Send {
         SqliteStore::reconnect(self)
+    }
+}
+
+impl Reconnect for PgStore {
+    fn reconnect(&self) -> impl Future<Output = onceonly::Result<Self>> + Send {
+        PgStore::reconnect(self)
     }
 }

@@ -16,7 +16,14 @@ fn count(c: Option<&Count>) -> String {
 fn allowed(e: &Entry) -> String {
     let short = e.allowed.short();
     if e.runs > 1 && e.allowed.not_applicable.is_none() {
-        format!("{short} x{}", e.runs)
+        // Totals over the runs, like the naive and guarded columns.
+        let total = |n: usize| n * e.runs;
+        let range = if e.allowed.min == e.allowed.max {
+            total(e.allowed.min).to_string()
+        } else {
+            format!("{}-{}", total(e.allowed.min), total(e.allowed.max))
+        };
+        format!("{range} ({short}/run)")
     } else {
         short
     }
@@ -60,7 +67,8 @@ fn row(e: &Entry, first_of_group: bool) -> [String; 8] {
 }
 
 /// Renders `report`: rows grouped by scenario in the order they ran, then
-/// the reason for every failure, skip and n/a, then a summary line.
+/// the reason for every failure, skip and n/a. Counts are totals over a
+/// scenario's runs; `allowed` also says the count each run may leave.
 pub fn render(report: &Report) -> String {
     let mut labels: Vec<String> = Vec::new();
     for e in &report.entries {
@@ -112,11 +120,5 @@ pub fn render(report: &Report) -> String {
         };
         let _ = writeln!(out, "{} {} [{}]: {why}", result(e), e.label(), e.kind);
     }
-    let s = report.summary();
-    let _ = writeln!(
-        out,
-        "{} pass, {} fail, {} n/a, {} skipped",
-        s.pass, s.fail, s.not_applicable, s.skipped
-    );
     out
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use onceonly::ops;
 use onceonly::{Effect, EffectCtx, EffectOutcome, FaultAction, FaultHook, FaultPoint, State};
+use tracing::instrument::WithSubscriber;
 
 use super::{describe, describe_record, Ctx, Observed};
 use crate::error::{Error, Result};
@@ -55,7 +56,8 @@ pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(ctx: &Ctx<S, J>) -> R
         .guard(&ctx.store, "sender")?
         .with_fault_hook(hold_after_claim(reached_tx, go_rx));
     let (job, k, p) = (ctx.job.clone(), key.clone(), payload.clone());
-    let sending = tokio::spawn(async move { job.deliver(&guard, &k, &p).await });
+    let sending =
+        tokio::spawn(async move { job.deliver(&guard, &k, &p).await }.with_current_subscriber());
 
     let reached = tokio::time::timeout(HOLD_WITHIN, reached_rx.recv()).await;
     let cancel = match reached {

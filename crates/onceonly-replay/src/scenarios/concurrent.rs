@@ -5,23 +5,12 @@ use std::sync::Arc;
 
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
+use tracing::instrument::WithSubscriber;
 
 use super::{describe, Ctx, Observed};
 use crate::error::{Error, Result};
 use crate::job::{Reconnect, ReplayJob};
 use crate::report::Count;
-
-/// One store per worker: the main one, then reconnections to the same database.
-async fn worker_stores<S: Reconnect, J: ReplayJob<S>>(
-    ctx: &Ctx<S, J>,
-    workers: usize,
-) -> Result<Vec<S>> {
-    let mut stores = vec![ctx.store.clone()];
-    for _ in 1..workers {
-        stores.push(ctx.store.reconnect().await?);
-    }
-    Ok(stores)
-}
 
 fn tick_every(runs: usize) -> usize {
     (runs / 10).max(1)
@@ -31,7 +20,7 @@ pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(
     ctx: &Ctx<S, J>,
     workers: usize,
 ) -> Result<Observed> {
-    let stores = worker_stores(ctx, workers).await?;
+    let stores = ctx.worker_stores(workers).await?;
     let guards = stores
         .iter()
         .enumerate()
@@ -47,10 +36,11 @@ pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(
         for guard in &guards {
             let (guard, job, barrier) = (guard.clone(), ctx.job.clone(), barrier.clone());
             let (key, payload) = (key.clone(), payload.clone());
-            set.spawn(async move {
+            let task = async move {
                 barrier.wait().await;
                 job.deliver(&guard, &key, &payload).await
-            });
+            };
+            set.spawn(task.with_current_subscriber());
         }
         while let Some(joined) = set.join_next().await {
             let outcome = joined.map_err(|e| Error::Job(format!("a worker task panicked: {e}")))?;
@@ -79,7 +69,7 @@ pub(crate) async fn naive<S: Reconnect, J: ReplayJob<S>>(
     ctx: &Ctx<S, J>,
     workers: usize,
 ) -> Result<Count> {
-    let stores = worker_stores(ctx, workers).await?;
+    let stores = ctx.worker_stores(workers).await?;
     let naives: Vec<_> = stores.iter().map(|s| Arc::new(ctx.naive(s))).collect();
     let payload = ctx.payload(1);
     let mut count = Count::default();
@@ -90,11 +80,12 @@ pub(crate) async fn naive<S: Reconnect, J: ReplayJob<S>>(
         for naive in &naives {
             let (naive, job, barrier) = (naive.clone(), ctx.job.clone(), barrier.clone());
             let (key, payload) = (key.clone(), payload.clone());
-            set.spawn(async move {
+            let task = async move {
                 barrier.wait().await;
                 // A naive worker's error does not stop the others.
                 let _ = job.deliver_naive(&naive, &key, &payload).await;
-            });
+            };
+            set.spawn(task.with_current_subscriber());
         }
         while set.join_next().await.is_some() {}
         count.add(ctx.effects(&key).await?);

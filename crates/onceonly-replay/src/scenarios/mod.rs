@@ -35,6 +35,8 @@ pub(crate) struct Ctx<S: Reconnect, J: ReplayJob<S>> {
     pub progress: Option<ProgressFn>,
     /// The entry being run, for progress lines: (index, total, label).
     pub current: Mutex<(usize, usize, String)>,
+    /// Reconnected stores, opened once and shared by the scenarios.
+    pub others: tokio::sync::Mutex<Vec<S>>,
 }
 
 impl<S: Reconnect, J: ReplayJob<S>> Ctx<S, J> {
@@ -105,6 +107,18 @@ impl<S: Reconnect, J: ReplayJob<S>> Ctx<S, J> {
             .deliver_naive(naive, op_key, payload)
             .await
             .map_err(|e| Error::Job(format!("naive delivery of {op_key}: {e}")))
+    }
+
+    /// One store per worker: the main one, then stores on connections of
+    /// their own (opened on first use, then reused).
+    pub async fn worker_stores(&self, workers: usize) -> Result<Vec<S>> {
+        let mut others = self.others.lock().await;
+        while others.len() + 1 < workers {
+            others.push(self.store.reconnect().await?);
+        }
+        let mut stores = vec![self.store.clone()];
+        stores.extend(others.iter().take(workers.saturating_sub(1)).cloned());
+        Ok(stores)
     }
 
     /// Reports progress inside the current entry.
