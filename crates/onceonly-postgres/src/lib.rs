@@ -219,6 +219,10 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
+            // A ping before every acquire would double the round trips per
+            // call; a connection broken by a server restart fails its next
+            // statement instead, is dropped, and the caller retries.
+            .test_before_acquire(false)
             .connect_lazy_with(connect);
         Ok(Self {
             pool,

@@ -71,6 +71,8 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(60))
+            // A ping before every acquire would double the statements per call.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(map_err(url))?;
