@@ -78,6 +78,7 @@ macro_rules! conformance_tests {
             local_two_workers_race,
             similar_operations_are_two_effects,
             relays_claim_each_queued_operation_once,
+            batch_completion_is_fenced_per_claim,
             // transitions
             claim_inserts_claimed_record,
             queued_operation_is_claimed,

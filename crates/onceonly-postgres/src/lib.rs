@@ -48,8 +48,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use onceonly::store::{
-    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList,
-    OpMove, OpPurge, OpRequestCancel, OpTakeOver,
+    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue,
+    OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
 use onceonly::{ClockOffset, DbTime, Error, Record, Result, Snapshot, Store};
 use onceonly_sqlx::{map_err, Migration};
@@ -319,6 +319,14 @@ impl Store for PgStore {
     async fn op_take_over(&self, p: &OpTakeOver<'_>) -> Result<Option<Claim>> {
         self.queries
             .take_over(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
+    }
+
+    async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        let mut conn = self.conn().await?;
+        self.queries
+            .complete_batch(&mut conn, self.offset(), p)
             .await
             .map_err(self.err())
     }

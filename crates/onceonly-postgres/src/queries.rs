@@ -7,8 +7,8 @@
 //! transaction shares the connection for local effects).
 
 use onceonly::store::{
-    Claim, Heartbeat, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge,
-    OpRequestCancel, OpTakeOver,
+    Claim, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue, OpHeartbeat, OpList,
+    OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
 use onceonly::{DbTime, Record, Snapshot};
 use onceonly_sqlx::{claim_from_row, millis, record_from_row, snapshot_from_row, Migration};
@@ -24,6 +24,7 @@ const LIST: &str = include_str!("../queries/list.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
+const COMPLETE_BATCH: &str = include_str!("../queries/complete_batch.sql");
 const NOW: &str = include_str!("../queries/now.sql");
 const MIGRATE_LOCK: &str = include_str!("../queries/migrate_lock.sql");
 const MIGRATE_SETUP: &str = include_str!("../queries/migrate_setup.sql");
@@ -72,6 +73,7 @@ pub(crate) struct Queries {
     purge: String,
     enqueue: String,
     claim_batch: String,
+    complete_batch: String,
     now: String,
     migrate_lock: String,
     migrate_setup: String,
@@ -95,6 +97,7 @@ impl Queries {
             purge: q(PURGE),
             enqueue: q(ENQUEUE),
             claim_batch: q(CLAIM_BATCH),
+            complete_batch: q(COMPLETE_BATCH),
             now: q(NOW),
             migrate_lock: q(MIGRATE_LOCK),
             migrate_setup: q(MIGRATE_SETUP),
@@ -163,6 +166,29 @@ impl Queries {
             .execute(ex)
             .await?;
         Ok(done.rows_affected())
+    }
+
+    /// Returns the keys completed.
+    pub(crate) async fn complete_batch(
+        &self,
+        ex: &mut PgConnection,
+        offset: i64,
+        p: &OpCompleteBatch<'_>,
+    ) -> Res<Vec<String>> {
+        let keys: Vec<&str> = p.items.iter().map(|c| c.op_key).collect();
+        let tokens: Vec<i64> = p.items.iter().map(|c| c.token).collect();
+        let refs: Vec<Option<&str>> = p.items.iter().map(|c| c.external_ref).collect();
+        let results: Vec<&str> = p.items.iter().map(|c| c.result).collect();
+        let rows = sqlx::query(&self.complete_batch)
+            .bind(offset)
+            .bind(p.job_type)
+            .bind(&keys)
+            .bind(&tokens)
+            .bind(&refs)
+            .bind(&results)
+            .fetch_all(ex)
+            .await?;
+        rows.iter().map(|r| r.try_get("op_key")).collect()
     }
 
     pub(crate) async fn heartbeat(

@@ -30,10 +30,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use onceonly::store::{
-    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList,
-    OpMove, OpPurge, OpRequestCancel, OpTakeOver,
+    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue,
+    OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{ClockOffset, DbTime, Error, Record, Result, Snapshot, Store};
+use onceonly::{ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
@@ -163,6 +163,34 @@ impl Store for SqliteStore {
         queries::take_over(&mut *self.conn().await?, self.offset(), p)
             .await
             .map_err(self.err())
+    }
+
+    async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        // One writer at a time: one transaction of single fenced moves
+        // commits the batch at the cost of one commit.
+        let mut tx = self.begin().await?;
+        let mut completed = Vec::with_capacity(p.items.len());
+        for c in p.items {
+            let mut m = OpMove::new(
+                p.job_type,
+                c.op_key,
+                c.token,
+                State::Claimed,
+                State::Completed,
+            );
+            m.unless_cancel_requested = true;
+            m.external_ref = c.external_ref;
+            m.result = Some(c.result);
+            if queries::move_op(&mut tx, self.offset(), &m)
+                .await
+                .map_err(self.err())?
+                == 1
+            {
+                completed.push(c.op_key.to_owned());
+            }
+        }
+        Self::commit(tx).await?;
+        Ok(completed)
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {

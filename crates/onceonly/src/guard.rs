@@ -15,7 +15,9 @@ use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
 use crate::record::{DbTime, Record, Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
-use crate::store::{Claim, ClaimRow, OpClaim, OpHeartbeat, OpMove, OpTakeOver, Store};
+use crate::store::{
+    Claim, ClaimRow, Completion, OpClaim, OpCompleteBatch, OpHeartbeat, OpMove, OpTakeOver, Store,
+};
 
 /// What became of one delivery of an operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +76,31 @@ pub enum Outcome {
         /// What the withdraw said.
         error: String,
     },
+}
+
+/// What [`Guard::attempt_claimed`] did.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The effect is done and not yet recorded: complete it with
+    /// [`Guard::complete_batch`].
+    Done(DoneAttempt),
+    /// Any other outcome, already recorded under the claim.
+    Settled(Result<Outcome>),
+}
+
+/// A done effect waiting for its completion write.
+#[derive(Debug)]
+pub struct DoneAttempt {
+    ctx: EffectCtx,
+    external_ref: Option<String>,
+    result: serde_json::Value,
+}
+
+impl DoneAttempt {
+    /// The operation key.
+    pub fn op_key(&self) -> &str {
+        &self.ctx.op_key
+    }
 }
 
 /// A boxed error from a local effect.
@@ -447,17 +474,108 @@ impl<S: Store> Guard<S> {
         after_stale: bool,
         effect: &E,
     ) -> Result<Outcome> {
+        let outcome = self.perform(&ctx, claim, after_stale, effect).await?;
+        self.record(&ctx, outcome, effect).await
+    }
+
+    /// The effect under the claim, bounded by the job timeout (a timed-out
+    /// effect is dropped: stopped, its outcome unknown).
+    async fn perform<E: Effect>(
+        &self,
+        ctx: &EffectCtx,
+        claim: &Claim,
+        after_stale: bool,
+        effect: &E,
+    ) -> Result<EffectOutcome> {
         self.fault(FaultPoint::AfterClaim)?;
-        let attempts = self.attempts(&ctx, claim, after_stale, effect);
-        let bounded = tokio::time::timeout(self.spec.timeout, self.with_heartbeat(&ctx, attempts));
-        let outcome = match bounded.await {
+        let attempts = self.attempts(ctx, claim, after_stale, effect);
+        let bounded = tokio::time::timeout(self.spec.timeout, self.with_heartbeat(ctx, attempts));
+        Ok(match bounded.await {
             Ok(result) => result?,
             Err(_) => EffectOutcome::Unknown(format!(
                 "timed out after {}; the effect was stopped",
                 humantime::format_duration(self.spec.timeout)
             )),
+        })
+    }
+
+    /// Like [`Guard::run_claimed`], but a done effect is returned unrecorded,
+    /// so a relay can complete many in one statement with
+    /// [`Guard::complete_batch`]. Any other outcome is recorded here.
+    pub async fn attempt_claimed<E: Effect>(
+        &self,
+        record: &Record,
+        claim: &Claim,
+        effect: &E,
+    ) -> Attempt {
+        let payload = Payload::stored(record);
+        let ctx = self.ctx(&record.op_key, claim, &payload);
+        match self.perform(&ctx, claim, false, effect).await {
+            Ok(EffectOutcome::Done {
+                external_ref,
+                result,
+            }) => Attempt::Done(DoneAttempt {
+                ctx,
+                external_ref,
+                result,
+            }),
+            Ok(other) => Attempt::Settled(self.record(&ctx, other, effect).await),
+            Err(e) => Attempt::Settled(Err(e)),
+        }
+    }
+
+    /// Completes done attempts in one statement, each fenced by its own
+    /// token. An attempt the statement did not complete is settled alone:
+    /// withdrawn when an operator asked to cancel meanwhile, otherwise
+    /// reported as [`Error::LostClaim`].
+    pub async fn complete_batch<E: Effect>(
+        &self,
+        done: Vec<DoneAttempt>,
+        effect: &E,
+    ) -> Vec<(String, Result<Outcome>)> {
+        if done.is_empty() {
+            return Vec::new();
+        }
+        let results: Vec<String> = done.iter().map(|d| d.result.to_string()).collect();
+        let items: Vec<Completion<'_>> = done
+            .iter()
+            .zip(&results)
+            .map(|(d, result)| Completion {
+                op_key: &d.ctx.op_key,
+                token: d.ctx.token,
+                external_ref: d.external_ref.as_deref(),
+                result,
+            })
+            .collect();
+        let p = OpCompleteBatch {
+            job_type: &self.spec.job_type,
+            items: &items,
         };
-        self.record(&ctx, outcome, effect).await
+        let completed = match self.store.op_complete_batch(&p).await {
+            Ok(keys) => keys.into_iter().collect::<std::collections::HashSet<_>>(),
+            Err(e) => {
+                let why = e.to_string();
+                return done
+                    .into_iter()
+                    .map(|d| (d.ctx.op_key, Err(Error::Database(why.clone()))))
+                    .collect();
+            }
+        };
+        let mut outcomes = Vec::with_capacity(done.len());
+        for (d, result_text) in done.into_iter().zip(results) {
+            let outcome = if completed.contains(&d.ctx.op_key) {
+                Ok(Outcome::Done {
+                    result: d.result,
+                    external_ref: d.external_ref,
+                    repeat: false,
+                })
+            } else {
+                self.completion_refused(&d.ctx, d.external_ref, &result_text, effect)
+                    .await
+            };
+            outcomes.push((d.ctx.op_key, outcome));
+        }
+        outcomes
     }
 
     /// Runs `work` while renewing the lease every heartbeat interval; stops

@@ -42,7 +42,7 @@ pub mod store;
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
 pub use error::{Error, Result};
 pub use fault::{FaultAction, FaultHook, FaultPoint};
-pub use guard::{BoxError, Guard, LocalClaim, LocalStart, Outcome};
+pub use guard::{Attempt, BoxError, DoneAttempt, Guard, LocalClaim, LocalStart, Outcome};
 pub use key::{
     idempotency_key, validate_job_type, validate_op_key, Payload, MAX_JOB_TYPE_BYTES, MAX_KEY_BYTES,
 };

@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 
 use crate::effect::Effect;
 use crate::error::{Error, Result};
-use crate::guard::{Guard, Outcome};
+use crate::guard::{Attempt, Guard, Outcome};
 use crate::key::Payload;
 use crate::record::State;
 use crate::store::{OpClaimBatch, OpList, OpMove, Store};
@@ -23,6 +23,7 @@ pub struct RelayConfig {
     pub workers: usize,
     /// Rows claimed per statement; a batch is acted on concurrently, so every
     /// row starts right after its claim and the lease covers only the timeout.
+    /// Above 1, the done effects of a batch are also completed in one statement.
     pub batch: u32,
     /// How long an idle loop waits before looking again.
     pub poll: Duration,
@@ -151,12 +152,15 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                         self.release(&claims).await;
                         break;
                     }
-                    let runs = claims.iter().map(|(record, claim)| async move {
-                        let outcome = self.guard.run_claimed(record, claim, self.effect).await;
-                        log_outcome(&record.job_type, &record.op_key, &outcome);
-                        self.stats.count(&outcome);
-                    });
-                    join_all(runs).await;
+                    if self.config.batch > 1 {
+                        self.act_batched(&claims).await;
+                    } else {
+                        let runs = claims.iter().map(|(record, claim)| async move {
+                            let outcome = self.guard.run_claimed(record, claim, self.effect).await;
+                            self.settled(&record.op_key, &outcome);
+                        });
+                        join_all(runs).await;
+                    }
                     continue;
                 }
                 Ok(_) => {
@@ -181,6 +185,29 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         }
     }
 
+    /// Acts on a batch concurrently, then completes every done effect in one
+    /// statement; other outcomes were recorded one by one.
+    async fn act_batched(&self, claims: &[(crate::Record, crate::store::Claim)]) {
+        let attempts = claims
+            .iter()
+            .map(|(record, claim)| self.guard.attempt_claimed(record, claim, self.effect));
+        let mut done = Vec::new();
+        for ((record, _), attempt) in claims.iter().zip(join_all(attempts).await) {
+            match attempt {
+                Attempt::Done(d) => done.push(d),
+                Attempt::Settled(outcome) => self.settled(&record.op_key, &outcome),
+            }
+        }
+        for (op_key, outcome) in self.guard.complete_batch(done, self.effect).await {
+            self.settled(&op_key, &outcome);
+        }
+    }
+
+    fn settled(&self, op_key: &str, outcome: &Result<Outcome>) {
+        log_outcome(&self.guard.spec().job_type, op_key, outcome);
+        self.stats.count(outcome);
+    }
+
     /// Claims whose lease is over (their worker died): the policy decides.
     async fn settle_stale(&self) {
         let spec = self.guard.spec();
@@ -201,8 +228,7 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
             let payload = Payload::stored(&record);
             let outcome = self.guard.run(&record.op_key, &payload, self.effect).await;
             info!(job = %record.job_type, key = %record.op_key, stale_token = record.token, "settled a stale claim");
-            log_outcome(&record.job_type, &record.op_key, &outcome);
-            self.stats.count(&outcome);
+            self.settled(&record.op_key, &outcome);
         }
     }
 

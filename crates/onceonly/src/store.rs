@@ -174,6 +174,29 @@ pub struct OpClaimBatch<'a> {
     pub limit: u32,
 }
 
+/// One completion in [`OpCompleteBatch`].
+#[derive(Debug, Clone)]
+pub struct Completion<'a> {
+    /// Operation key.
+    pub op_key: &'a str,
+    /// The claim's token.
+    pub token: i64,
+    /// External reference to record.
+    pub external_ref: Option<&'a str>,
+    /// Result JSON to record.
+    pub result: &'a str,
+}
+
+/// Parameters of [`Store::op_complete_batch`]: complete many claims of one
+/// job type, each only if still claimed with its token and no cancel asked.
+#[derive(Debug, Clone)]
+pub struct OpCompleteBatch<'a> {
+    /// Job type.
+    pub job_type: &'a str,
+    /// The completions.
+    pub items: &'a [Completion<'a>],
+}
+
 /// Parameters of [`Store::op_list`].
 #[derive(Debug, Clone, Default)]
 pub struct OpList<'a> {
@@ -304,6 +327,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         p: &OpClaimBatch<'_>,
     ) -> impl Future<Output = Result<Vec<(Record, Claim)>>> + Send;
+
+    /// Completes many claims in one statement (or one transaction); returns
+    /// the keys it completed. A key missing from the answer was not ours to
+    /// complete, or has a cancel requested: the caller reads it and decides.
+    fn op_complete_batch(
+        &self,
+        p: &OpCompleteBatch<'_>,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// The database's clock now (with the offset).
     fn now(&self) -> impl Future<Output = Result<DbTime>> + Send;

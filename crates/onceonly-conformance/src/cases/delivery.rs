@@ -260,3 +260,102 @@ pub async fn relays_claim_each_queued_operation_once<F: StoreFactory>(factory: &
         assert_eq!(r.state, State::Completed, "{}", r.op_key);
     }
 }
+
+/// A relay completes a batch in one statement, each row fenced by its own
+/// token: a claim taken over meanwhile is not completed (lost claim), a claim
+/// an operator asked to cancel is withdrawn, the rest complete.
+pub async fn batch_completion_is_fenced_per_claim<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    for n in 0..4 {
+        onceonly::ops::enqueue(&store, "batch", &format!("op-{n}"), &order(n), None)
+            .await
+            .unwrap();
+    }
+    let p = OpClaimBatch {
+        job_type: "batch",
+        owner: "relay",
+        lease: LEASE,
+        limit: 10,
+    };
+    let claims = store.op_claim_batch(&p).await.unwrap();
+    assert_eq!(claims.len(), 4);
+    let g = guard(&store, "batch", EffectKind::Keyed);
+    let effect = CountingEffect::keyed();
+    let mut done = Vec::new();
+    for (r, claim) in &claims {
+        match g.attempt_claimed(r, claim, &effect).await {
+            onceonly::Attempt::Done(d) => done.push(d),
+            onceonly::Attempt::Settled(other) => panic!("{}: {other:?}", r.op_key),
+        }
+    }
+    // op-1: an operator asks to cancel while the effect ran.
+    let cancel = onceonly::ops::cancel(&store, "batch", "op-1", None::<&CountingEffect>)
+        .await
+        .unwrap();
+    assert!(
+        matches!(cancel, onceonly::ops::CancelOutcome::Requested { .. }),
+        "{cancel:?}"
+    );
+    // op-2: the claim goes past its lease and another worker takes it over.
+    store.clock_offset().advance(super::support::PAST_LEASE);
+    let taken = store
+        .op_take_over(&onceonly::store::OpTakeOver {
+            job_type: "batch",
+            op_key: "op-2",
+            stale_token: 1,
+            to: State::Claimed,
+            owner: "other",
+            lease: LEASE,
+            reason: "test take-over",
+        })
+        .await
+        .unwrap();
+    assert_eq!(taken.map(|c| c.token), Some(2));
+
+    let outcomes = g.complete_batch(done, &effect).await;
+    assert_eq!(outcomes.len(), 4);
+    for (key, outcome) in &outcomes {
+        match key.as_str() {
+            "op-0" | "op-3" => assert!(
+                is_first_done(outcome.as_ref().unwrap()),
+                "{key}: {outcome:?}"
+            ),
+            "op-1" => assert!(
+                matches!(
+                    outcome,
+                    Ok(Outcome::Cancelled {
+                        withdrawn_ref: Some(_)
+                    })
+                ),
+                "{key}: {outcome:?}"
+            ),
+            "op-2" => assert!(
+                matches!(outcome, Err(onceonly::Error::LostClaim { .. })),
+                "{key}: {outcome:?}"
+            ),
+            other => panic!("unexpected key {other}"),
+        }
+    }
+    assert_eq!(
+        record(&store, "batch", "op-0").await.state,
+        State::Completed
+    );
+    assert_eq!(
+        record(&store, "batch", "op-1").await.state,
+        State::Cancelled
+    );
+    assert!(!effect.live("op-1"), "the cancelled item was withdrawn");
+    let zombie_row = record(&store, "batch", "op-2").await;
+    assert_eq!(
+        (
+            zombie_row.state,
+            zombie_row.token,
+            zombie_row.owner.as_deref()
+        ),
+        (State::Claimed, 2, Some("other"))
+    );
+    assert_eq!(
+        record(&store, "batch", "op-3").await.state,
+        State::Completed
+    );
+}
