@@ -56,6 +56,29 @@ fn policy_words(kind: EffectKind) -> String {
     }
 }
 
+/// Wraps each paragraph of `text` at `width` columns; list items keep
+/// their hanging indent.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let indent = if line.starts_with("- ") { "  " } else { "" };
+        let mut current = String::new();
+        for word in line.split(' ') {
+            if !current.is_empty() && current.len() + 1 + word.len() > width {
+                out.push_str(current.trim_end());
+                out.push('\n');
+                current = indent.to_owned();
+            } else if !current.is_empty() && current != indent {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        out.push_str(current.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// The one-page note for `spec`: the operation key (`op_key` says where it
 /// comes from), what counts as a repeat, lease and timeout, the effect kind,
 /// the stale-claim policy in words, and the effect counts the policy
@@ -126,7 +149,7 @@ pub fn note(spec: &JobSpec, op_key: &str) -> String {
         out,
         "- no death, any number of deliveries, to any number of workers at once: 1 (completed)"
     );
-    out
+    wrap(&out, 78)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use anyhow::Context;
 use onceonly::ops::{self, Resolution};
 use onceonly::store::{OpList, OpPurge};
 use onceonly::{State, Store};
-use onceonly_replay::demo::{DemoConn, DemoJob, DemoKind};
+use onceonly_replay::demo::{DemoConn, DemoJob, DemoKind, DEMO_KEY};
 use onceonly_replay::process::REQUEST_ENV;
 use onceonly_replay::{
     note, worker, Harness, Progress, Reconnect, Report, WorkerCommand, WorkerRequest, DEFAULT_RUNS,
@@ -67,12 +67,10 @@ pub struct WorkerArgs {
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     if args.note {
         for kind in DemoKind::ALL {
-            let job = DemoJob::attach(
-                kind,
-                &format!("replay.{}", kind.name()),
-                Some("http://127.0.0.1:9"),
-            )?;
-            println!("{}", note(job.spec(), DEMO_KEY));
+            println!(
+                "{}",
+                note(&kind.spec(&format!("replay.{}", kind.name())), DEMO_KEY)
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -123,9 +121,6 @@ async fn quietly<T>(work: impl std::future::Future<Output = T>) -> T {
         .finish();
     work.with_subscriber(errors_only).await
 }
-
-/// How the demo jobs' keys are chosen, for the note.
-const DEMO_KEY: &str = "the order number: one operation per order, whatever message carried it";
 
 fn summary_line(report: &Report) -> String {
     let s = report.summary();

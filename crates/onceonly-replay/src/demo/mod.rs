@@ -21,6 +21,9 @@ use crate::error::{Error, Result};
 use crate::job::ReplayJob;
 use crate::naive::Naive;
 
+/// Where the demo jobs' operation keys come from, in words (for the note).
+pub const DEMO_KEY: &str = "the order number: one operation per order, whatever message carried it";
+
 /// How long one HTTP request of a demo job may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -78,6 +81,12 @@ impl DemoKind {
         }
     }
 
+    /// The demo job's spec under `job_type`: the command line's defaults
+    /// (lease 30s, timeout 10s) and this kind's effect.
+    pub fn spec(self, job_type: &str) -> JobSpec {
+        JobSpec::new(job_type, self.effect())
+    }
+
     fn mode(self) -> Option<Mode> {
         match self {
             DemoKind::Local => None,
@@ -121,7 +130,7 @@ impl DemoJob {
     /// The demo job `kind` under `job_type` sending to a destination that
     /// runs elsewhere (a worker process): it can deliver, not count.
     pub fn attach(kind: DemoKind, job_type: &str, base_url: Option<&str>) -> Result<Self> {
-        let spec = JobSpec::new(job_type, kind.effect());
+        let spec = kind.spec(job_type);
         spec.validate()?;
         let destination = match (kind.mode(), base_url) {
             (None, _) => None,
@@ -229,7 +238,7 @@ where
     }
 
     fn describe_key(&self) -> String {
-        "the order number: one operation per order, whatever message carried it".into()
+        DEMO_KEY.into()
     }
 
     async fn deliver(
