@@ -2,6 +2,7 @@
 //! raw, in the same process and the same run, on SQLite and PostgreSQL, at
 //! concurrency 1 and 16, for a no-op keyed effect and a local effect.
 
+mod relay;
 mod targets;
 
 use std::future::Future;
@@ -37,6 +38,12 @@ pub struct Args {
     /// Only these concurrencies.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
+    /// Measure the relay draining a queue instead (batched and not).
+    #[arg(long)]
+    relay: bool,
+    /// Relay batch sizes to measure (1 = no batching).
+    #[arg(long, value_delimiter = ',', default_value = "1,500")]
+    batches: Vec<u32>,
 }
 
 /// One measured line.
@@ -62,6 +69,9 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.pg.clone()
     };
+    if args.relay {
+        return run_relay(&pg_url, &args).await;
+    }
     let mut rows = Vec::new();
     if !args.json {
         print_header();
@@ -89,6 +99,29 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("peak memory (VmHWM): {peak:.1} MiB");
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
+    for store in &args.stores {
+        match store.as_str() {
+            "sqlite" => {
+                let target = SqliteTarget::new().await?;
+                relay::measure(&target, args.ops, &args.batches, args.json).await?;
+            }
+            "postgres" => match PgTarget::new(pg_url).await {
+                Ok(target) => {
+                    let measured =
+                        relay::measure(&target, args.ops, &args.batches, args.json).await;
+                    target.drop_schema().await;
+                    measured?;
+                }
+                Err(e) => eprintln!("bench: PostgreSQL skipped: {e}"),
+            },
+            other => anyhow::bail!("--stores: unknown store {other:?}; sqlite or postgres"),
+        }
+    }
+    println!("peak memory (VmHWM): {:.1} MiB", peak_rss_mib());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -22,6 +22,9 @@ pub trait BenchTarget: Sync {
     fn raw_keyed(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// One transaction: claim, insert the effect row, complete, commit.
     fn raw_local(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Refreshes the planner's statistics after a bulk enqueue, as autovacuum
+    /// would on a long-lived table.
+    fn analyze(&self) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// The statement that inserts one row in the user's table (`$1`/`?1`: the key).
     fn effect_sql(&self) -> String;
     /// The local effect: runs `sql` for the operation's key.
@@ -80,6 +83,11 @@ impl BenchTarget for SqliteTarget {
         let done = sqlite_complete(&mut *tx, key, token).await?;
         anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
         tx.commit().await?;
+        Ok(())
+    }
+
+    async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::query("ANALYZE").execute(self.store.pool()).await?;
         Ok(())
     }
 
@@ -243,6 +251,13 @@ impl BenchTarget for PgTarget {
         let done = self.complete(&mut *tx, key, token).await?;
         anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
         tx.commit().await?;
+        Ok(())
+    }
+
+    async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::query(&format!("ANALYZE \"{}\".ops", self.schema))
+            .execute(self.store.pool())
+            .await?;
         Ok(())
     }
 
