@@ -39,6 +39,16 @@ enum Command {
     Cancel(commands::cancel::Args),
     /// List operation records.
     Inspect(commands::inspect::Args),
+    /// List held operations (waiting for a person), oldest first.
+    Held(commands::held::Args),
+    /// List stuck claims (claimed, lease over), oldest first.
+    Stuck(commands::held::Args),
+    /// Resolve a held operation: completed, queued, failed or cancelled.
+    Resolve(commands::resolve::Args),
+    /// Find past repeats in your own table (read-only): key, count, gaps, pattern.
+    Repeats(commands::repeats::Args),
+    /// Check onceonly.toml against the timing rules and the records.
+    Check(commands::check::Args),
     /// Run the replay scenarios: duplicates, concurrency, crashes.
     Replay(commands::replay::Args),
     /// Measure guarded operations against the same SQL run raw.
@@ -69,6 +79,15 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run::run(&db, args).await,
             Command::Cancel(args) => commands::cancel::run(&db, args).await,
             Command::Inspect(args) => commands::inspect::run(&db, args).await,
+            Command::Held(args) => {
+                commands::held::run(&db, commands::held::Which::Held, args).await
+            }
+            Command::Stuck(args) => {
+                commands::held::run(&db, commands::held::Which::Stuck, args).await
+            }
+            Command::Resolve(args) => commands::resolve::run(&db, args).await,
+            Command::Repeats(args) => commands::repeats::run(&db, args).await,
+            Command::Check(args) => commands::check::run(&db, args).await,
             Command::Replay(args) => commands::replay::run(&db, args).await,
             Command::Bench(args) => commands::bench::run(&db, args).await,
             Command::ReplayWorker(args) => commands::replay::worker(&db, args).await,

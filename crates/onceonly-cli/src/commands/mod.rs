@@ -2,8 +2,13 @@
 
 pub mod bench;
 pub mod cancel;
+pub mod check;
+pub mod config;
 pub mod enqueue;
+pub mod held;
 pub mod inspect;
 pub mod migrate;
+pub mod repeats;
 pub mod replay;
+pub mod resolve;
 pub mod run;

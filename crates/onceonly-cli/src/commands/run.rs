@@ -1,6 +1,9 @@
 //! `onceonly run`: relay queued operations to an HTTP destination until
-//! SIGTERM or Ctrl-C (or, with --drain, until nothing is left).
+//! SIGTERM or Ctrl-C (or, with --drain, until nothing is left). With
+//! `--config`, the job's settings come from onceonly.toml and the flags
+//! given override them.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,6 +12,7 @@ use onceonly::{EffectKind, Guard, JobSpec, StalePolicy, Store};
 use onceonly_http::HttpDestination;
 use tokio::sync::watch;
 
+use super::config::Config;
 use crate::store::{open_migrated, with_store};
 
 /// Arguments of `onceonly run`.
@@ -17,14 +21,21 @@ pub struct Args {
     /// Job type to relay.
     #[arg(long)]
     job: String,
-    /// The destination's base URL (POST BASE/items).
+    /// The settings file (onceonly.toml): --job takes that job's settings
+    /// from it; flags given here override them.
     #[arg(long)]
-    http: String,
+    config: Option<PathBuf>,
+    /// The destination's base URL (POST BASE/items). Required unless the
+    /// settings file gives the job a destination.
+    #[arg(long)]
+    http: Option<String>,
     /// keyed (the destination dedups on Idempotency-Key), lookup (it can be
-    /// searched by key) or opaque (neither).
+    /// searched by key) or opaque (neither). Required unless the settings
+    /// file gives it.
     #[arg(long, value_parser = ["keyed", "lookup", "opaque"])]
-    effect: String,
-    /// Opaque only: what to do when nobody can tell whether the effect happened.
+    effect: Option<String>,
+    /// Opaque only: what to do when nobody can tell whether the effect
+    /// happened [default: hold].
     #[arg(long, value_parser = ["hold", "at-least-once", "at-most-once"])]
     on_stale: Option<String>,
     /// Concurrent claim loops.
@@ -33,12 +44,12 @@ pub struct Args {
     /// Rows claimed per statement by each loop (acted on concurrently).
     #[arg(long, default_value_t = 1)]
     batch: u32,
-    /// How long a claim is live.
-    #[arg(long, default_value = "30s", value_parser = onceonly::parse_duration)]
-    lease: Duration,
-    /// The whole attempt, HTTP included.
-    #[arg(long, default_value = "10s", value_parser = onceonly::parse_duration)]
-    timeout: Duration,
+    /// How long a claim is live [default: 30s].
+    #[arg(long, value_parser = onceonly::parse_duration)]
+    lease: Option<Duration>,
+    /// The whole attempt, HTTP included [default: 10s].
+    #[arg(long, value_parser = onceonly::parse_duration)]
+    timeout: Option<Duration>,
     /// Renew the lease this often (for a timeout longer than the lease).
     #[arg(long, value_parser = onceonly::parse_duration)]
     heartbeat: Option<Duration>,
@@ -48,28 +59,70 @@ pub struct Args {
 }
 
 impl Args {
-    fn spec(&self) -> anyhow::Result<JobSpec> {
-        let policy: StalePolicy = match (&self.on_stale, self.effect.as_str()) {
+    /// The job's spec and destination: the settings file's (when given)
+    /// under the flags given here, over the defaults. Checked against the
+    /// timing rules.
+    fn spec(&self) -> anyhow::Result<(JobSpec, String)> {
+        let config = self.config.as_deref().map(Config::load).transpose()?;
+        let file = config.as_ref().map(|c| c.job(&self.job)).transpose()?;
+        let effect = match (&self.effect, file) {
+            (Some(e), _) => e.clone(),
+            (None, Some(f)) => f.effect.name().to_owned(),
+            (None, None) => anyhow::bail!(
+                "--effect keyed|lookup|opaque is required (or --config with a file that gives this job's effect)"
+            ),
+        };
+        let file_policy = file.and_then(|f| match f.effect {
+            EffectKind::Opaque(p) => Some(p),
+            _ => None,
+        });
+        let policy: StalePolicy = match (&self.on_stale, effect.as_str()) {
             (Some(p), "opaque") => p.parse()?,
             (Some(p), kind) => anyhow::bail!(
                 "--on-stale {p} applies to --effect opaque only; a {kind} effect redoes safely"
             ),
-            (None, _) => StalePolicy::Hold,
+            (None, _) => file_policy.unwrap_or(StalePolicy::Hold),
         };
-        let mut spec = JobSpec::new(&self.job, EffectKind::parse(&self.effect, policy)?)
-            .lease(self.lease)
-            .timeout(self.timeout);
-        spec.heartbeat = self.heartbeat;
+        let kind = EffectKind::parse(&effect, policy)?;
+        if kind == EffectKind::Local {
+            anyhow::bail!(
+                "job {}: a local effect runs inside your own code (onceonly::Guard), not in onceonly run",
+                self.job
+            );
+        }
+        let mut spec = match file {
+            Some(f) => {
+                let mut spec = f.spec();
+                spec.effect = kind;
+                spec
+            }
+            None => JobSpec::new(&self.job, kind),
+        };
+        if let Some(d) = self.lease {
+            spec.lease = d;
+        }
+        if let Some(d) = self.timeout {
+            spec.timeout = d;
+        }
+        if let Some(d) = self.heartbeat {
+            spec.heartbeat = Some(d);
+        }
         spec.validate()?;
-        Ok(spec)
+        let http = match (&self.http, file.and_then(|f| f.destination.as_ref())) {
+            (Some(url), _) | (None, Some(url)) => url.clone(),
+            (None, None) => anyhow::bail!(
+                "--http BASE_URL is required (or --config with a file that gives this job's destination)"
+            ),
+        };
+        Ok((spec, http))
     }
 }
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let spec = args.spec()?;
+    let (spec, http) = args.spec()?;
     // One request may take half the attempt, so a retry still fits in it.
-    let destination = HttpDestination::new(&args.http, spec.timeout / 2)?;
+    let destination = HttpDestination::new(&http, spec.timeout / 2)?;
     let store = open_migrated(db).await?;
     let config = RelayConfig {
         workers: args.workers.max(1),

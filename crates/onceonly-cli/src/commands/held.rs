@@ -1,0 +1,198 @@
+//! `onceonly held` and `onceonly stuck`: the operations waiting for a person
+//! (held) and the claims past their lease that nobody settled (stuck),
+//! oldest first. Age is measured on the database's clock, like every lease.
+
+use std::process::ExitCode;
+
+use onceonly::store::OpList;
+use onceonly::{DbTime, Record, State, Store};
+use serde::Serialize;
+
+use crate::store::{open_migrated, with_store};
+
+/// Arguments of `onceonly held` and `onceonly stuck`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only this job type.
+    #[arg(long)]
+    job: Option<String>,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Which list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// Held: a person must decide.
+    Held,
+    /// Claimed and past the lease.
+    Stuck,
+}
+
+/// One listed operation, as `--json` prints it.
+#[derive(Debug, Serialize)]
+struct Line<'a> {
+    job: &'a str,
+    key: &'a str,
+    state: State,
+    token: i64,
+    owner: Option<&'a str>,
+    attempts: i64,
+    /// Since the claim in question was taken (or the record created), ms.
+    age_ms: i64,
+    age: String,
+    claimed_at: Option<DbTime>,
+    lease_until: Option<DbTime>,
+    /// Length of the claim's lease, ms (stuck claims).
+    lease_ms: Option<i64>,
+    /// How long ago the lease ran out, ms (stuck claims).
+    over_lease_ms: Option<i64>,
+    external_ref: Option<&'a str>,
+    error: Option<&'a str>,
+    cancel_requested: bool,
+    updated_at: DbTime,
+    /// The database's clock when listed.
+    now: DbTime,
+}
+
+/// Lists held operations or stuck claims, oldest first.
+pub async fn run(db: &str, which: Which, args: Args) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
+    let (records, now) = with_store!(&store, s => list(s, which, args.job.as_deref()).await)?;
+    let lines: Vec<Line<'_>> = records.iter().map(|r| line(r, now)).collect();
+    if args.json {
+        for l in &lines {
+            println!("{}", serde_json::to_string(l)?);
+        }
+    } else {
+        print_table(which, &lines);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list<S: Store>(
+    store: &S,
+    which: Which,
+    job: Option<&str>,
+) -> onceonly::Result<(Vec<Record>, DbTime)> {
+    let p = match which {
+        Which::Held => OpList {
+            job_type: job,
+            state: Some(State::Held),
+            ..OpList::default()
+        },
+        Which::Stuck => OpList {
+            job_type: job,
+            state: Some(State::Claimed),
+            lease_expired: true,
+            limit: None,
+        },
+    };
+    let mut records = store.op_list(&p).await?;
+    // Read after the list, so no age comes out negative.
+    let now = store.now().await?;
+    records.sort_by(|a, b| {
+        (started(a), &a.job_type, &a.op_key).cmp(&(started(b), &b.job_type, &b.op_key))
+    });
+    Ok((records, now))
+}
+
+/// When the claim in question began: the last claim, else the record's creation.
+fn started(r: &Record) -> DbTime {
+    r.claimed_at.unwrap_or(r.created_at)
+}
+
+fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn line(r: &Record, now: DbTime) -> Line<'_> {
+    let age = now.since(started(r));
+    let stuck = r.state == State::Claimed;
+    Line {
+        job: &r.job_type,
+        key: &r.op_key,
+        state: r.state,
+        token: r.token,
+        owner: r.owner.as_deref(),
+        attempts: r.attempts,
+        age_ms: ms(age),
+        age: short(ms(age)),
+        claimed_at: r.claimed_at,
+        lease_until: r.lease_until,
+        lease_ms: match (stuck, r.claimed_at, r.lease_until) {
+            (true, Some(from), Some(until)) => Some(ms(until.since(from))),
+            _ => None,
+        },
+        over_lease_ms: match (stuck, r.lease_until) {
+            (true, Some(until)) => Some(ms(now.since(until))),
+            _ => None,
+        },
+        external_ref: r.external_ref.as_deref(),
+        error: r.error.as_deref(),
+        cancel_requested: r.cancel_requested,
+        updated_at: r.updated_at,
+        now,
+    }
+}
+
+/// A short duration for a table: `850ms`, `12s`, `5m 3s`, `2h 5m`, `3d 4h`.
+fn short(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h {}m", s / 3600, s / 60 % 60),
+        _ => format!("{}d {}h", s / 86_400, s / 3600 % 24),
+    }
+}
+
+fn print_table(which: Which, lines: &[Line<'_>]) {
+    let lease_head = match which {
+        Which::Held => "lease",
+        Which::Stuck => "lease (over by)",
+    };
+    println!(
+        "{:<16} {:<24} {:>5} {:<28} {:>8} {:>8}  {:<16} {:<18} error",
+        "job", "key", "token", "owner", "attempts", "age", lease_head, "external_ref"
+    );
+    for l in lines {
+        let lease = match (l.lease_ms, l.over_lease_ms) {
+            (Some(lease), Some(over)) => format!("{} ({})", short(lease), short(over)),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "{:<16} {:<24} {:>5} {:<28} {:>8} {:>8}  {:<16} {:<18} {}",
+            l.job,
+            l.key,
+            l.token,
+            l.owner.unwrap_or("-"),
+            l.attempts,
+            l.age,
+            lease,
+            l.external_ref.unwrap_or("-"),
+            l.error.unwrap_or("")
+        );
+    }
+    let what = match which {
+        Which::Held => "held, waiting for a person (onceonly resolve)",
+        Which::Stuck => "stuck: claimed, lease over, not yet settled by a worker",
+    };
+    println!("{} {what}", lines.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn short_durations() {
+        assert_eq!(short(850), "850ms");
+        assert_eq!(short(12_000), "12s");
+        assert_eq!(short(303_000), "5m 3s");
+        assert_eq!(short(7_500_000), "2h 5m");
+        assert_eq!(short(273_600_000), "3d 4h");
+    }
+}

@@ -1,0 +1,320 @@
+//! The query `repeats` runs on the user's own table: identifiers checked and
+//! quoted (nothing the user passes is spliced into SQL unchecked), a
+//! read-only connection or transaction, and the exact statements kept so
+//! they can be printed for the user to run.
+
+use std::str::FromStr;
+
+use anyhow::Context;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{Connection, PgConnection, Row, TypeInfo, ValueRef};
+
+/// Longest identifier accepted (PostgreSQL keeps 63 bytes).
+const MAX_IDENT: usize = 63;
+
+/// Which database the URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:...`
+    Sqlite,
+    /// `postgres://...` or `postgresql://...`
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of a `--db` URL.
+    pub fn of(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            anyhow::bail!(
+                "--db {:?}: expected sqlite://PATH, sqlite:///ABS/PATH or postgres://...",
+                onceonly::db_url::redact(url)
+            )
+        }
+    }
+}
+
+/// Checks one identifier: ASCII letters, digits and `_`, not starting with a
+/// digit, at most 63 bytes.
+fn check_ident(what: &str, name: &str) -> anyhow::Result<()> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') || name.len() > MAX_IDENT
+    {
+        anyhow::bail!(
+            "{what} {name:?} is not a plain identifier: use letters, digits and _ \
+             (not starting with a digit, at most {MAX_IDENT} bytes); for any other \
+             name, create a view with a plain name and pass that"
+        );
+    }
+    Ok(())
+}
+
+/// `"name"`, with any `"` doubled (none survive [`check_ident`]; this is the
+/// second line of defence).
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A checked, quoted table name: `table`, or `schema.table` on PostgreSQL.
+pub fn table(name: &str, backend: Backend) -> anyhow::Result<String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    match (parts.as_slice(), backend) {
+        ([t], _) => {
+            check_ident("--table", t)?;
+            Ok(quote(t))
+        }
+        ([s, t], Backend::Postgres) => {
+            check_ident("--table's schema", s)?;
+            check_ident("--table", t)?;
+            Ok(format!("{}.{}", quote(s), quote(t)))
+        }
+        _ => anyhow::bail!(
+            "--table {name:?} is not a plain identifier{}",
+            match backend {
+                Backend::Postgres => " or schema.table",
+                Backend::Sqlite => "",
+            }
+        ),
+    }
+}
+
+/// A checked, quoted column name.
+pub fn column(what: &str, name: &str) -> anyhow::Result<String> {
+    check_ident(what, name)?;
+    Ok(quote(name))
+}
+
+/// The statements to run, in order; the last one returns the rows.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    backend: Backend,
+    /// Every statement, as run.
+    pub statements: Vec<String>,
+}
+
+impl Plan {
+    /// The query listing every row of every key with more than one row,
+    /// ordered by key and time: `repeat_key` as text, `repeat_at` as stored
+    /// (SQLite) or as ISO text (PostgreSQL, which the session prints in UTC).
+    pub fn new(backend: Backend, table: &str, key: &str, at: &str) -> anyhow::Result<Self> {
+        let t = self::table(table, backend)?;
+        let k = column("--key", key)?;
+        let a = column("--at", at)?;
+        let (key_text, at_value) = match backend {
+            Backend::Sqlite => (format!("CAST({k} AS TEXT)"), a.clone()),
+            Backend::Postgres => (format!("{k}::text"), format!("{a}::text")),
+        };
+        let select = [
+            format!("SELECT {key_text} AS repeat_key, {at_value} AS repeat_at"),
+            format!("FROM {t}"),
+            format!("WHERE {a} IS NOT NULL"),
+            format!("  AND {k} IN ("),
+            format!("    SELECT {k} FROM {t}"),
+            format!("    WHERE {k} IS NOT NULL AND {a} IS NOT NULL"),
+            format!("    GROUP BY {k} HAVING COUNT(*) > 1)"),
+            format!("ORDER BY {k}, {a}"),
+        ]
+        .join("\n");
+        let statements = match backend {
+            Backend::Sqlite => vec![select],
+            Backend::Postgres => vec![
+                "BEGIN READ ONLY".to_owned(),
+                "SET LOCAL datestyle = 'ISO, YMD'".to_owned(),
+                "SET LOCAL timezone = 'UTC'".to_owned(),
+                select,
+                "ROLLBACK".to_owned(),
+            ],
+        };
+        Ok(Self {
+            backend,
+            statements,
+        })
+    }
+
+    /// The statements as a script a person can paste into `sqlite3` or `psql`.
+    pub fn script(&self) -> String {
+        self.statements.iter().map(|s| format!("{s};\n")).collect()
+    }
+
+    /// Runs the plan read-only on `url`.
+    pub async fn run(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
+        match self.backend {
+            Backend::Sqlite => self.run_sqlite(url).await,
+            Backend::Postgres => self.run_postgres(url).await,
+        }
+        .with_context(|| format!("reading repeats from {}", onceonly::db_url::redact(url)))
+    }
+
+    async fn run_sqlite(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
+        // Read-only at the driver: SQLite itself refuses any write, and a
+        // missing file is an error rather than a new empty database.
+        let options = SqliteConnectOptions::from_str(url)?
+            .read_only(true)
+            .create_if_missing(false);
+        let mut conn = SqliteConnection::connect_with(&options).await?;
+        let rows = sqlx::query(&self.statements[0])
+            .fetch_all(&mut conn)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let key: String = row.try_get(0)?;
+            let raw = row.try_get_raw(1)?;
+            let kind = raw.type_info().name().to_owned();
+            let at = match kind.as_str() {
+                "INTEGER" => RawTime::Int(row.try_get(1)?),
+                "REAL" => RawTime::Real(row.try_get(1)?),
+                "TEXT" => RawTime::Text(row.try_get(1)?),
+                other => RawTime::Other(other.to_owned()),
+            };
+            out.push(RawRow { key, at });
+        }
+        conn.close().await?;
+        Ok(out)
+    }
+
+    async fn run_postgres(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
+        let mut conn = PgConnection::connect(url).await?;
+        let (last, setup) = self.statements.split_last().expect("statements");
+        let (select, setup) = setup.split_last().expect("statements");
+        for s in setup {
+            sqlx::raw_sql(s).execute(&mut conn).await?;
+        }
+        let rows = sqlx::query(select).fetch_all(&mut conn).await;
+        // Always end the read-only transaction, whatever the query did.
+        sqlx::raw_sql(last).execute(&mut conn).await?;
+        let rows = rows?;
+        conn.close().await?;
+        rows.iter()
+            .map(|row| {
+                Ok(RawRow {
+                    key: row.try_get(0)?,
+                    at: RawTime::Text(row.try_get(1)?),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One row as the database returned it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawRow {
+    /// The key, as text.
+    pub key: String,
+    /// The time, as stored.
+    pub at: RawTime,
+}
+
+/// A time value as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawTime {
+    /// Text: ISO 8601 (or Unix seconds written as text).
+    Text(String),
+    /// Integer Unix seconds.
+    Int(i64),
+    /// Decimal Unix seconds.
+    Real(f64),
+    /// Something that is not a time (a BLOB): its type.
+    Other(String),
+}
+
+impl RawTime {
+    /// Milliseconds since the epoch, or why not.
+    pub fn millis(&self) -> Result<i64, String> {
+        match self {
+            RawTime::Text(t) => super::time::parse(t),
+            RawTime::Int(s) => s
+                .checked_mul(1000)
+                .ok_or_else(|| format!("{s} is not Unix seconds in range")),
+            RawTime::Real(s) if s.is_finite() && s.abs() < 1e15 => Ok((s * 1000.0).round() as i64),
+            RawTime::Real(s) => Err(format!("{s} is not Unix seconds in range")),
+            RawTime::Other(kind) => Err(format!("a {kind} value is not a time")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: [&str; 12] = [
+        "x; DROP TABLE t",
+        "t\"; DROP TABLE t; --",
+        "\"quoted\"",
+        "with space",
+        "t--",
+        "",
+        "1abc",
+        "a.b",
+        "tab\tle",
+        "naïve",
+        "t'",
+        "t)",
+    ];
+
+    #[test]
+    fn plain_identifiers_are_quoted() {
+        assert_eq!(column("--key", "order_id").unwrap(), "\"order_id\"");
+        assert_eq!(column("--key", "Order").unwrap(), "\"Order\"");
+        assert_eq!(column("--key", "_x9").unwrap(), "\"_x9\"");
+        assert_eq!(table("emails", Backend::Sqlite).unwrap(), "\"emails\"");
+        assert_eq!(
+            table("app.emails", Backend::Postgres).unwrap(),
+            "\"app\".\"emails\""
+        );
+    }
+
+    #[test]
+    fn hostile_names_are_refused() {
+        for name in HOSTILE {
+            let err = column("--key", name).unwrap_err().to_string();
+            assert!(err.contains("not a plain identifier"), "{name:?}: {err}");
+            assert!(table(name, Backend::Sqlite).is_err(), "{name:?}");
+        }
+        for name in [
+            "a.b.c",
+            "public.x; DROP TABLE t",
+            ".t",
+            "s.",
+            "public.\"t\"",
+        ] {
+            assert!(table(name, Backend::Postgres).is_err(), "{name:?}");
+        }
+        assert!(table(&"a".repeat(64), Backend::Postgres).is_err());
+        assert!(table(&"a".repeat(63), Backend::Postgres).is_ok());
+    }
+
+    #[test]
+    fn quoting_doubles_quotes_anyway() {
+        assert_eq!(quote("a\"b"), "\"a\"\"b\"");
+    }
+
+    #[test]
+    fn the_plan_names_only_quoted_identifiers() {
+        let p = Plan::new(Backend::Postgres, "public.sent", "order_id", "sent_at").unwrap();
+        assert_eq!(p.statements[0], "BEGIN READ ONLY");
+        assert_eq!(p.statements.last().unwrap(), "ROLLBACK");
+        let select = &p.statements[3];
+        assert!(select.contains("FROM \"public\".\"sent\""), "{select}");
+        assert!(select.contains("HAVING COUNT(*) > 1"), "{select}");
+        let s = Plan::new(Backend::Sqlite, "sent", "order_id", "sent_at").unwrap();
+        assert_eq!(s.statements.len(), 1);
+        assert!(s.script().contains("CAST(\"order_id\" AS TEXT)"));
+        assert!(Plan::new(Backend::Sqlite, "sent", "x; DROP TABLE sent", "at").is_err());
+    }
+
+    #[test]
+    fn raw_times() {
+        assert_eq!(RawTime::Int(2).millis(), Ok(2000));
+        assert_eq!(RawTime::Real(2.5).millis(), Ok(2500));
+        assert_eq!(RawTime::Text("3".into()).millis(), Ok(3000));
+        assert!(RawTime::Real(f64::NAN).millis().is_err());
+        assert!(RawTime::Other("BLOB".into()).millis().is_err());
+        assert!(RawTime::Int(i64::MAX).millis().is_err());
+    }
+}
