@@ -79,6 +79,7 @@ macro_rules! conformance_tests {
             similar_operations_are_two_effects,
             relays_claim_each_queued_operation_once,
             batch_completion_is_fenced_per_claim,
+            batch_claim_respects_its_limit,
             // transitions
             claim_inserts_claimed_record,
             queued_operation_is_claimed,

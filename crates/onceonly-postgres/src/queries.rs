@@ -163,6 +163,7 @@ impl Queries {
             .bind(p.result)
             .bind(p.error)
             .bind(p.unless_cancel_requested)
+            .bind(p.retry_after.map_or(0, millis))
             .execute(ex)
             .await?;
         Ok(done.rows_affected())

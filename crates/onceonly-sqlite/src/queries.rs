@@ -73,6 +73,7 @@ pub(crate) async fn move_op(ex: &mut SqliteConnection, offset: i64, p: &OpMove<'
         .bind(p.result)
         .bind(p.error)
         .bind(p.unless_cancel_requested)
+        .bind(p.retry_after.map_or(0, millis))
         .execute(ex)
         .await?;
     Ok(done.rows_affected())

@@ -792,6 +792,7 @@ impl<S: Store> Guard<S> {
         );
         p.unless_cancel_requested = true;
         p.error = Some(reason);
+        p.retry_after = Some(retry_backoff(ctx.attempt));
         if self.store.op_move(&p).await? {
             return Ok(true);
         }
@@ -907,4 +908,12 @@ impl<S: Store> Guard<S> {
             Err(e) => e,
         }
     }
+}
+
+/// How long a released operation waits before it is due again: 500ms after
+/// the first claim, doubling per claim, at most a minute, so a destination
+/// that is down is not hammered by the relay.
+fn retry_backoff(attempt: i64) -> Duration {
+    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 7)).unwrap_or(7);
+    (Duration::from_millis(500) * 2u32.pow(doublings)).min(Duration::from_secs(60))
 }

@@ -96,6 +96,8 @@ pub struct OpMove<'a> {
     pub result: Option<&'a str>,
     /// Error or reason to record.
     pub error: Option<&'a str>,
+    /// Moving to queued: not claimable before now + this (a retry's backoff).
+    pub retry_after: Option<Duration>,
 }
 
 impl<'a> OpMove<'a> {
@@ -111,6 +113,7 @@ impl<'a> OpMove<'a> {
             external_ref: None,
             result: None,
             error: None,
+            retry_after: None,
         }
     }
 }

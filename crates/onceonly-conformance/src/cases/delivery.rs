@@ -359,3 +359,28 @@ pub async fn batch_completion_is_fenced_per_claim<F: StoreFactory>(factory: &F) 
         State::Completed
     );
 }
+
+/// A batch claim never returns more rows than its limit, whatever plan the
+/// database picks on a fresh table.
+pub async fn batch_claim_respects_its_limit<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    for n in 0..50 {
+        onceonly::ops::enqueue(&store, "limit", &format!("op-{n}"), &order(n), None)
+            .await
+            .unwrap();
+    }
+    let mut claimed = 0;
+    for limit in [1, 1, 7, 1, 64] {
+        let p = OpClaimBatch {
+            job_type: "limit",
+            owner: "relay",
+            lease: LEASE,
+            limit,
+        };
+        let got = store.op_claim_batch(&p).await.unwrap().len();
+        let expected = (limit as usize).min(50 - claimed);
+        assert_eq!(got, expected, "limit {limit}");
+        claimed += got;
+    }
+    assert_eq!(claimed, 50);
+}

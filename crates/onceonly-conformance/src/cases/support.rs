@@ -20,6 +20,9 @@ pub(crate) const LEASE: Duration = Duration::from_secs(30);
 /// Far enough past [`LEASE`] that a claim taken now is stale.
 pub(crate) const PAST_LEASE: Duration = Duration::from_secs(31);
 
+/// Past the backoff of a claim released after its first attempt.
+pub(crate) const RETRY_BACKOFF: Duration = Duration::from_millis(501);
+
 /// Every effect kind that acts outside the database.
 pub(crate) const REMOTE_KINDS: [EffectKind; 5] = [
     EffectKind::Keyed,

@@ -88,6 +88,7 @@ pub async fn timeout_stops_the_effect_before_it_acts<F: StoreFactory>(factory: &
     let r = record(&store, "slow", "op").await;
     assert_eq!((r.state, r.token), (State::Queued, 1));
 
+    store.clock_offset().advance(super::support::RETRY_BACKOFF);
     let outcome = worker.run("op", &order(1), &dest).await.unwrap();
     assert!(is_first_done(&outcome), "{outcome:?}");
     assert_eq!(dest.count("op"), 1);

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::support::{
     crash_at, guard, is_first_done, job_for, order, record, spec, LEASE, PAST_LEASE, REMOTE_KINDS,
+    RETRY_BACKOFF,
 };
 use crate::effects::CountingEffect;
 use crate::StoreFactory;
@@ -154,6 +155,11 @@ pub async fn not_sent_releases_the_claim<F: StoreFactory>(factory: &F) {
     assert_eq!(r.lease_until, None);
     assert_eq!((dest.calls("op"), dest.count("op")), (1, 0));
 
+    // A released operation backs off before it is due again.
+    let early = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(early, Outcome::NotDue { .. }), "{early:?}");
+    assert_eq!(dest.calls("op"), 1, "not retried before its backoff");
+    store.clock_offset().advance(RETRY_BACKOFF);
     let outcome = worker.run("op", &order(1), &dest).await.unwrap();
     assert!(is_first_done(&outcome), "{outcome:?}");
     let r = record(&store, "send", "op").await;
@@ -261,6 +267,7 @@ pub async fn unknown_outcome_follows_the_kind<F: StoreFactory>(factory: &F) {
     let worker = guard(&store, "alo", kind);
     let first = worker.run("twice", &order(1), &dest).await.unwrap();
     assert!(matches!(first, Outcome::RetryLater { .. }), "{first:?}");
+    store.clock_offset().advance(RETRY_BACKOFF);
     let second = worker.run("twice", &order(1), &dest).await.unwrap();
     assert!(matches!(second, Outcome::Held { .. }), "{second:?}");
     assert_eq!(dest.count("twice"), 2, "at most 1 extra");

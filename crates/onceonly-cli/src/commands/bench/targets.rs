@@ -139,6 +139,7 @@ async fn sqlite_complete<'e>(
         .bind(Some("null"))
         .bind(None::<String>)
         .bind(true)
+        .bind(0_i64)
         .execute(ex)
         .await?;
     Ok(done.rows_affected())
@@ -219,6 +220,7 @@ impl PgTarget {
             .bind(Some("null"))
             .bind(None::<String>)
             .bind(true)
+            .bind(0_i64)
             .execute(ex)
             .await?;
         Ok(done.rows_affected())
