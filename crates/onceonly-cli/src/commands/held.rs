@@ -154,27 +154,58 @@ fn print_table(which: Which, lines: &[Line<'_>]) {
         Which::Held => "lease",
         Which::Stuck => "lease (over by)",
     };
-    println!(
-        "{:<16} {:<24} {:>5} {:<28} {:>8} {:>8}  {:<16} {:<18} error",
-        "job", "key", "token", "owner", "attempts", "age", lease_head, "external_ref"
-    );
-    for l in lines {
-        let lease = match (l.lease_ms, l.over_lease_ms) {
-            (Some(lease), Some(over)) => format!("{} ({})", short(lease), short(over)),
-            _ => "-".to_owned(),
-        };
-        println!(
-            "{:<16} {:<24} {:>5} {:<28} {:>8} {:>8}  {:<16} {:<18} {}",
-            l.job,
-            l.key,
-            l.token,
-            l.owner.unwrap_or("-"),
-            l.attempts,
-            l.age,
-            lease,
-            l.external_ref.unwrap_or("-"),
-            l.error.unwrap_or("")
-        );
+    let head = [
+        "job",
+        "key",
+        "token",
+        "owner",
+        "attempts",
+        "age",
+        lease_head,
+        "external_ref",
+        "error",
+    ];
+    let rows: Vec<[String; 9]> = lines
+        .iter()
+        .map(|l| {
+            let lease = match (l.lease_ms, l.over_lease_ms) {
+                (Some(lease), Some(over)) => format!("{} ({})", short(lease), short(over)),
+                _ => "-".to_owned(),
+            };
+            [
+                l.job.to_owned(),
+                l.key.to_owned(),
+                l.token.to_string(),
+                l.owner.unwrap_or("-").to_owned(),
+                l.attempts.to_string(),
+                l.age.clone(),
+                lease,
+                l.external_ref.unwrap_or("-").to_owned(),
+                l.error.unwrap_or("").to_owned(),
+            ]
+        })
+        .collect();
+    // Each column as wide as its widest cell (the last one unpadded).
+    let mut widths = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let print = |cells: &[&str]| {
+        let mut line = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", line.trim_end());
+    };
+    print(&head);
+    for row in &rows {
+        print(&row.each_ref().map(String::as_str));
     }
     let what = match which {
         Which::Held => "held, waiting for a person (onceonly resolve)",

@@ -90,7 +90,13 @@ async fn decide<S: Store>(
         }) => {
             let now = format!("it is now {} with token {}", record.state, record.token);
             let sentence = if record.state != State::Held {
-                format!("{name} is not held ({now}); nothing was changed: only a held operation is resolved")
+                let saw = match args.token {
+                    Some(t) if t != record.token => format!(", and you saw token {t}"),
+                    _ => String::new(),
+                };
+                format!(
+                    "{name} is not held ({now}{saw}); nothing was changed: only a held operation is resolved"
+                )
             } else {
                 format!(
                     "{name} moved since you looked: you saw token {expected_token}, {now}; \
