@@ -352,12 +352,38 @@ fn repeats_on_sqlite() {
     assert!(!std::path::Path::new(&path.replace("cli.db", "missing.db")).exists());
 }
 
+/// Drops the test's own table when the test ends, passed or not.
+struct DropTable {
+    url: String,
+    table: String,
+}
+
+impl Drop for DropTable {
+    fn drop(&mut self) {
+        let (url, table) = (self.url.clone(), self.table.clone());
+        let _ = std::thread::spawn(move || {
+            rt().block_on(async {
+                if let Ok(mut conn) = PgConnection::connect(&url).await {
+                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
+                        .execute(&mut conn)
+                        .await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
 #[test]
 fn repeats_on_postgres() {
     let Some(url) = pg_url("repeats_on_postgres") else {
         return;
     };
     let table = unique_job("repeats").replace('-', "_");
+    let _drop = DropTable {
+        url: url.clone(),
+        table: table.clone(),
+    };
     let rt = rt();
     let connect = || async { PgConnection::connect(&url).await.unwrap() };
     rt.block_on(async {
@@ -448,12 +474,4 @@ fn repeats_on_postgres() {
     );
     assert!(!out.status.success(), "{}", text(&out));
     assert_eq!(count(), ROWS.len() as i64);
-
-    rt.block_on(async {
-        let mut conn = connect().await;
-        sqlx::raw_sql(&format!("DROP TABLE {table}"))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    });
 }
