@@ -9,4 +9,5 @@ UPDATE onceonly_ops SET
     error = ?8,
     updated_at = (CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?1)
 WHERE job_type = ?2 AND op_key = ?3 AND state = 'claimed' AND token = ?4 AND lease_until <= (CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?1)
-RETURNING token, attempts, claimed_at, lease_until
+-- Held and failed rows have no lease: the old one ended at the take-over.
+RETURNING token, attempts, claimed_at, COALESCE(lease_until, updated_at) AS lease_until

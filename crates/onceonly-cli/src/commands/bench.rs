@@ -38,6 +38,9 @@ pub struct Args {
     /// Only these concurrencies.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
+    /// SQLite pool size (1: one writer, queued in the pool).
+    #[arg(long, default_value_t = 1)]
+    sqlite_connections: u32,
     /// Measure the relay draining a queue instead (batched and not).
     #[arg(long)]
     relay: bool,
@@ -79,7 +82,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     for store in &args.stores {
         match store.as_str() {
             "sqlite" => {
-                let target = SqliteTarget::new().await?;
+                let target = SqliteTarget::new(args.sqlite_connections).await?;
                 measure_all(&target, &args, &mut rows).await?;
             }
             "postgres" => match PgTarget::new(&pg_url).await {
@@ -106,7 +109,7 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
     for store in &args.stores {
         match store.as_str() {
             "sqlite" => {
-                let target = SqliteTarget::new().await?;
+                let target = SqliteTarget::new(args.sqlite_connections).await?;
                 relay::measure(&target, args.ops, &args.batches, args.json).await?;
             }
             "postgres" => match PgTarget::new(pg_url).await {

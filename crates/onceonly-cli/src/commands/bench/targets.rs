@@ -42,13 +42,10 @@ pub struct SqliteTarget {
 }
 
 impl SqliteTarget {
-    pub async fn new() -> anyhow::Result<Self> {
+    pub async fn new(connections: u32) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let store = SqliteStore::connect(&format!(
-            "sqlite://{}",
-            dir.path().join("bench.db").display()
-        ))
-        .await?;
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let store = SqliteStore::connect_with(&url, connections).await?;
         store.migrate().await?;
         sqlx::query("CREATE TABLE bench_effects (op_key TEXT PRIMARY KEY)")
             .execute(store.pool())
