@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 #[command(name = "onceonly", version, about)]
 struct Cli {
     /// Database: sqlite://PATH (relative), sqlite:///ABS/PATH (created if
-    /// missing), or postgres://...
+    /// missing, except by `repeats`, which only reads), or postgres://...
     #[arg(
         long,
         global = true,
