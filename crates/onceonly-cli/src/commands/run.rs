@@ -1,15 +1,20 @@
 //! `onceonly run`: relay queued operations to an HTTP destination until
 //! SIGTERM or Ctrl-C (or, with --drain, until nothing is left). With
 //! `--config`, the job's settings come from onceonly.toml and the flags
-//! given override them.
+//! given override them. With `--metrics ADDR`, it serves Prometheus metrics
+//! at http://ADDR/metrics while it runs.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use onceonly::relay::{Relay, RelayConfig};
+use anyhow::Context;
+use onceonly::relay::{Relay, RelayConfig, RelayStats};
 use onceonly::{EffectKind, Guard, JobSpec, StalePolicy, Store};
 use onceonly_http::HttpDestination;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::config::Config;
@@ -56,6 +61,11 @@ pub struct Args {
     /// Exit 0 once nothing is queued and no claim is live.
     #[arg(long)]
     drain: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the relay runs
+    /// (such as 127.0.0.1:9464). Any address is accepted; the endpoint has
+    /// no authentication, so prefer a loopback or private address.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
 }
 
 impl Args {
@@ -123,6 +133,14 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let (spec, http) = args.spec()?;
     // One request may take half the attempt, so a retry still fits in it.
     let destination = HttpDestination::new(&http, spec.timeout / 2)?;
+    let metrics = match args.metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics {addr}: cannot listen there"))?,
+        ),
+        None => None,
+    };
     let store = open_migrated(db).await?;
     let config = RelayConfig {
         workers: args.workers.max(1),
@@ -130,7 +148,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         drain: args.drain,
         ..RelayConfig::default()
     };
-    with_store!(store, s => relay(s, spec, &destination, config).await)
+    with_store!(store, s => relay(s, spec, &destination, config, metrics).await)
 }
 
 async fn relay<S: Store>(
@@ -138,6 +156,7 @@ async fn relay<S: Store>(
     spec: JobSpec,
     destination: &HttpDestination,
     config: RelayConfig,
+    metrics: Option<TcpListener>,
 ) -> anyhow::Result<ExitCode> {
     let guard = Guard::new(store, spec)?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -147,9 +166,50 @@ async fn relay<S: Store>(
         let _ = stop_tx.send(true);
     });
     let relay = Relay::new(&guard, destination, config);
-    relay.run(stop_rx).await?;
+    let server = match metrics {
+        Some(listener) => {
+            let addr = listener.local_addr()?;
+            eprintln!("onceonly run: metrics at http://{addr}/metrics");
+            let job = guard.spec().job_type.clone();
+            Some(tokio::spawn(serve_metrics(
+                listener,
+                relay.stats_handle(),
+                job,
+            )))
+        }
+        None => None,
+    };
+    let ran = relay.run(stop_rx).await;
+    if let Some(server) = server {
+        server.abort();
+    }
+    ran?;
     eprintln!("onceonly run: {}", relay.stats().summary());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Serves GET /metrics (the relay's counters in the Prometheus text format)
+/// until aborted.
+async fn serve_metrics(listener: TcpListener, stats: Arc<RelayStats>, job: String) {
+    use axum::extract::State;
+    use axum::http::header::CONTENT_TYPE;
+    use axum::routing::get;
+
+    async fn metrics(
+        State((stats, job)): State<(Arc<RelayStats>, Arc<str>)>,
+    ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+        (
+            [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            stats.render_prometheus(&job),
+        )
+    }
+
+    let app = axum::Router::new()
+        .route("/metrics", get(metrics))
+        .with_state((stats, Arc::<str>::from(job)));
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "the metrics endpoint stopped");
+    }
 }
 
 async fn shutdown_signal() {
