@@ -45,6 +45,9 @@ enum Command {
     Stuck(commands::held::Args),
     /// Resolve a held operation: completed, queued, failed or cancelled.
     Resolve(commands::resolve::Args),
+    /// Show an operation's audit trail: take-overs, holds, lost claims,
+    /// cancels, compensations, resolves, failures; oldest first.
+    History(commands::history::Args),
     /// Find past repeats in your own table (read-only): key, count, gaps, pattern.
     Repeats(commands::repeats::Args),
     /// Check onceonly.toml against the timing rules and the records.
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
                 commands::held::run(&db, commands::held::Which::Stuck, args).await
             }
             Command::Resolve(args) => commands::resolve::run(&db, args).await,
+            Command::History(args) => commands::history::run(&db, args).await,
             Command::Repeats(args) => commands::repeats::run(&db, args).await,
             Command::Check(args) => commands::check::run(&db, args).await,
             Command::Replay(args) => commands::replay::run(&db, args).await,

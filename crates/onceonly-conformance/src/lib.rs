@@ -127,6 +127,14 @@ macro_rules! conformance_tests {
             heartbeat_stops_a_worker_whose_claim_was_taken,
             // retention
             purge_deletes_only_old_finished_records,
+            // audit trail
+            happy_path_writes_no_audit,
+            take_over_is_audited_by_policy,
+            permanent_failure_and_hold_are_audited,
+            lost_claim_is_audited,
+            cancels_are_audited,
+            compensation_is_audited,
+            resolve_is_audited,
         );
     };
     (@each $factory:expr; $($case:ident),* $(,)?) => {

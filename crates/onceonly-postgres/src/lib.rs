@@ -1,7 +1,8 @@
 //! onceonly's [`Store`] for PostgreSQL.
 //!
 //! The records live in a schema of their own (`onceonly` by default, see
-//! [`PgOptions::schema`]): `<schema>.ops` and `<schema>.migrations`. Every
+//! [`PgOptions::schema`]): `<schema>.ops`, `<schema>.audit` and
+//! `<schema>.migrations`. Every
 //! statement names the schema, so the connection's `search_path` is left as
 //! the user set it: a local effect's own writes run on the same connection,
 //! in the same transaction, as the claim and the completion.
@@ -48,10 +49,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use onceonly::store::{
-    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue,
-    OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
+    Claim, ClaimRow, Enqueued, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch,
+    OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{ClockOffset, DbTime, Error, Record, Result, Snapshot, Store};
+use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Record, Result, Snapshot, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
@@ -60,11 +61,18 @@ use crate::queries::Queries;
 
 /// The migrations, applied in order by [`Store::migrate`]. Their SQL names
 /// the schema `onceonly`; the store's own schema is put in its place.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "ops",
-    sql: include_str!("../migrations/0001_ops.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ops",
+        sql: include_str!("../migrations/0001_ops.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "audit",
+        sql: include_str!("../migrations/0002_audit.sql"),
+    },
+];
 
 /// The schema used when none is given.
 pub const DEFAULT_SCHEMA: &str = "onceonly";
@@ -418,6 +426,29 @@ impl Store for PgStore {
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
         self.queries
             .claim_batch(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
+    }
+
+    async fn op_audit(&self, p: &OpAudit<'_>) -> Result<()> {
+        let affected = self
+            .queries
+            .audit(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())?;
+        if affected == 1 {
+            Ok(())
+        } else {
+            Err(Error::Database(format!(
+                "audit append for {}:{} inserted {affected} rows",
+                p.job_type, p.op_key
+            )))
+        }
+    }
+
+    async fn op_history(&self, job_type: &str, op_key: &str) -> Result<Vec<AuditEvent>> {
+        self.queries
+            .history(&mut *self.conn().await?, job_type, op_key)
             .await
             .map_err(self.err())
     }

@@ -1,17 +1,20 @@
 //! One thin function per query file; each returns what the database did,
 //! affected-row counts included, and decides nothing.
 //!
-//! The files name the tables `onceonly.ops` and `onceonly.migrations`;
+//! The files name the tables `onceonly.ops`, `onceonly.audit` and
+//! `onceonly.migrations`;
 //! [`Queries::new`] puts the store's schema in their place once, at connect,
 //! so no statement depends on the connection's `search_path` (the user's own
 //! transaction shares the connection for local effects).
 
 use onceonly::store::{
-    Claim, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue, OpHeartbeat, OpList,
-    OpMove, OpPurge, OpRequestCancel, OpTakeOver,
+    Claim, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue, OpHeartbeat,
+    OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{DbTime, Record, Snapshot};
-use onceonly_sqlx::{claim_from_row, millis, record_from_row, snapshot_from_row, Migration};
+use onceonly::{AuditEvent, DbTime, Record, Snapshot};
+use onceonly_sqlx::{
+    audit_from_row, claim_from_row, millis, record_from_row, snapshot_from_row, Migration,
+};
 use sqlx::{Executor, PgConnection, Row};
 
 const CLAIM: &str = include_str!("../queries/claim.sql");
@@ -26,6 +29,8 @@ const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
 const COMPLETE_BATCH: &str = include_str!("../queries/complete_batch.sql");
 const NOW: &str = include_str!("../queries/now.sql");
+const AUDIT: &str = include_str!("../queries/audit.sql");
+const HISTORY: &str = include_str!("../queries/history.sql");
 const MIGRATE_LOCK: &str = include_str!("../queries/migrate_lock.sql");
 const MIGRATE_SETUP: &str = include_str!("../queries/migrate_setup.sql");
 const MIGRATE_APPLIED: &str = include_str!("../queries/migrate_applied.sql");
@@ -75,6 +80,8 @@ pub(crate) struct Queries {
     claim_batch: String,
     complete_batch: String,
     now: String,
+    audit: String,
+    history: String,
     migrate_lock: String,
     migrate_setup: String,
     migrate_applied: String,
@@ -99,6 +106,8 @@ impl Queries {
             claim_batch: q(CLAIM_BATCH),
             complete_batch: q(COMPLETE_BATCH),
             now: q(NOW),
+            audit: q(AUDIT),
+            history: q(HISTORY),
             migrate_lock: q(MIGRATE_LOCK),
             migrate_setup: q(MIGRATE_SETUP),
             migrate_applied: q(MIGRATE_APPLIED),
@@ -324,6 +333,42 @@ impl Queries {
         Ok(DbTime(row.try_get("now")?))
     }
 
+    /// Returns the affected-row count: 1 appended.
+    pub(crate) async fn audit(
+        &self,
+        ex: &mut PgConnection,
+        offset: i64,
+        p: &OpAudit<'_>,
+    ) -> Res<u64> {
+        let done = sqlx::query(&self.audit)
+            .bind(offset)
+            .bind(p.job_type)
+            .bind(p.op_key)
+            .bind(p.event.as_str())
+            .bind(p.actor)
+            .bind(p.token)
+            .bind(p.from.map(|s| s.as_str()))
+            .bind(p.to.map(|s| s.as_str()))
+            .bind(p.detail)
+            .execute(ex)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn history(
+        &self,
+        ex: &mut PgConnection,
+        job_type: &str,
+        op_key: &str,
+    ) -> Res<Vec<AuditEvent>> {
+        let rows = sqlx::query(&self.history)
+            .bind(job_type)
+            .bind(op_key)
+            .fetch_all(ex)
+            .await?;
+        rows.iter().map(audit_from_row).collect()
+    }
+
     /// Inside the caller's transaction: takes the migration lock `lock_key`,
     /// creates the schema and its migrations table, and applies the
     /// migrations not yet recorded there. Returns how many it applied.
@@ -394,6 +439,8 @@ mod tests {
             &q.purge,
             &q.enqueue,
             &q.claim_batch,
+            &q.audit,
+            &q.history,
             &q.migrate_setup,
             &q.migrate_applied,
             &q.migrate_record,
@@ -404,7 +451,7 @@ mod tests {
         for m in crate::MIGRATIONS {
             let sql = in_schema(m.sql, "t_1");
             assert!(
-                sql.contains(r#""t_1".ops"#) && !sql.contains("onceonly"),
+                sql.contains(r#""t_1"."#) && !sql.contains("onceonly"),
                 "{sql}"
             );
         }

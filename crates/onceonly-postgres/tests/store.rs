@@ -83,13 +83,17 @@ async fn migrate_is_idempotent_and_safe_when_run_at_once() {
     }
     stores[0].migrate().await.unwrap();
     let rows = sqlx::query(&format!(
-        "SELECT version, name FROM \"{schema}\".migrations"
+        "SELECT version, name FROM \"{schema}\".migrations ORDER BY version"
     ))
     .fetch_all(stores[0].pool())
     .await
     .unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].get::<i64, _>("version"), 1);
+    let versions: Vec<i64> = rows.iter().map(|r| r.get("version")).collect();
+    let expected: Vec<i64> = onceonly_postgres::MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(versions, expected, "each migration applied once");
 }
 
 async fn stores_in(schema: &str, n: usize) -> Vec<PgStore> {

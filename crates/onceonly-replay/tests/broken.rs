@@ -225,6 +225,16 @@ impl Store for TokenBlind {
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> onceonly::Result<Vec<String>> {
         self.0.op_complete_batch(p).await
     }
+    async fn op_audit(&self, p: &onceonly::store::OpAudit<'_>) -> onceonly::Result<()> {
+        self.0.op_audit(p).await
+    }
+    async fn op_history(
+        &self,
+        job_type: &str,
+        op_key: &str,
+    ) -> onceonly::Result<Vec<onceonly::AuditEvent>> {
+        self.0.op_history(job_type, op_key).await
+    }
     async fn now(&self) -> onceonly::Result<DbTime> {
         self.0.now().await
     }

@@ -30,20 +30,27 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use onceonly::store::{
-    Claim, ClaimRow, Enqueued, Heartbeat, OpClaim, OpClaimBatch, OpCompleteBatch, OpEnqueue,
-    OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
+    Claim, ClaimRow, Enqueued, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch,
+    OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
+use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 
 /// The migrations, applied in order by [`Store::migrate`].
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "ops",
-    sql: include_str!("../migrations/0001_ops.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ops",
+        sql: include_str!("../migrations/0001_ops.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "audit",
+        sql: include_str!("../migrations/0002_audit.sql"),
+    },
+];
 
 /// A [`Store`] on one SQLite file.
 #[derive(Debug, Clone)]
@@ -277,6 +284,26 @@ impl Store for SqliteStore {
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
         queries::claim_batch(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())
+    }
+
+    async fn op_audit(&self, p: &OpAudit<'_>) -> Result<()> {
+        let affected = queries::audit(&mut *self.conn().await?, self.offset(), p)
+            .await
+            .map_err(self.err())?;
+        if affected == 1 {
+            Ok(())
+        } else {
+            Err(Error::Database(format!(
+                "audit append for {}:{} inserted {affected} rows",
+                p.job_type, p.op_key
+            )))
+        }
+    }
+
+    async fn op_history(&self, job_type: &str, op_key: &str) -> Result<Vec<AuditEvent>> {
+        queries::history(&mut *self.conn().await?, job_type, op_key)
             .await
             .map_err(self.err())
     }

@@ -2,11 +2,13 @@
 //! affected-row counts included, and decides nothing.
 
 use onceonly::store::{
-    Claim, Heartbeat, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge,
-    OpRequestCancel, OpTakeOver,
+    Claim, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove,
+    OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{DbTime, Record, Snapshot};
-use onceonly_sqlx::{claim_from_row, millis, record_from_row, snapshot_from_row, Migration};
+use onceonly::{AuditEvent, DbTime, Record, Snapshot};
+use onceonly_sqlx::{
+    audit_from_row, claim_from_row, millis, record_from_row, snapshot_from_row, Migration,
+};
 use sqlx::{Executor, Row, SqliteConnection};
 
 const CLAIM: &str = include_str!("../queries/claim.sql");
@@ -20,6 +22,8 @@ const PURGE: &str = include_str!("../queries/purge.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
 const NOW: &str = include_str!("../queries/now.sql");
+const AUDIT: &str = include_str!("../queries/audit.sql");
+const HISTORY: &str = include_str!("../queries/history.sql");
 
 type Res<T> = Result<T, sqlx::Error>;
 
@@ -192,6 +196,36 @@ pub(crate) async fn claim_batch(
 pub(crate) async fn now(ex: &mut SqliteConnection, offset: i64) -> Res<DbTime> {
     let row = sqlx::query(NOW).bind(offset).fetch_one(ex).await?;
     Ok(DbTime(row.try_get("now")?))
+}
+
+/// Returns the affected-row count: 1 appended.
+pub(crate) async fn audit(ex: &mut SqliteConnection, offset: i64, p: &OpAudit<'_>) -> Res<u64> {
+    let done = sqlx::query(AUDIT)
+        .bind(offset)
+        .bind(p.job_type)
+        .bind(p.op_key)
+        .bind(p.event.as_str())
+        .bind(p.actor)
+        .bind(p.token)
+        .bind(p.from.map(|s| s.as_str()))
+        .bind(p.to.map(|s| s.as_str()))
+        .bind(p.detail)
+        .execute(ex)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn history(
+    ex: &mut SqliteConnection,
+    job_type: &str,
+    op_key: &str,
+) -> Res<Vec<AuditEvent>> {
+    let rows = sqlx::query(HISTORY)
+        .bind(job_type)
+        .bind(op_key)
+        .fetch_all(ex)
+        .await?;
+    rows.iter().map(audit_from_row).collect()
 }
 
 /// Applies the migrations not yet recorded in `onceonly_migrations`.

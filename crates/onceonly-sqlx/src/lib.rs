@@ -117,3 +117,32 @@ where
         now: DbTime(row.try_get("now")?),
     })
 }
+
+/// Decodes an audit trail row.
+pub fn audit_from_row<'r, R>(row: &'r R) -> Result<onceonly::AuditEvent, sqlx::Error>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let decode = |e: Error| sqlx::Error::Decode(e.to_string().into());
+    let state = |col: &'static str| -> Result<Option<State>, sqlx::Error> {
+        row.try_get::<Option<String>, _>(col)?
+            .map(|s| s.parse::<State>().map_err(decode))
+            .transpose()
+    };
+    let event: String = row.try_get("event")?;
+    Ok(onceonly::AuditEvent {
+        id: row.try_get("id")?,
+        job_type: row.try_get("job_type")?,
+        op_key: row.try_get("op_key")?,
+        at: DbTime(row.try_get("at")?),
+        event: event.parse().map_err(decode)?,
+        actor: row.try_get("actor")?,
+        token: row.try_get("token")?,
+        from_state: state("from_state")?,
+        to_state: state("to_state")?,
+        detail: row.try_get("detail")?,
+    })
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
+use crate::audit::{append, AuditKind};
 use crate::effect::{Effect, EffectCtx, EffectOutcome, LookupOutcome, WithdrawOutcome};
 use crate::error::{Error, Result};
 use crate::fault::{FaultAction, FaultHook, FaultPoint};
@@ -16,7 +17,8 @@ use crate::owner::new_owner;
 use crate::record::{DbTime, Record, Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
 use crate::store::{
-    Claim, ClaimRow, Completion, OpClaim, OpCompleteBatch, OpHeartbeat, OpMove, OpTakeOver, Store,
+    Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, OpMove,
+    OpTakeOver, Store,
 };
 
 /// What became of one delivery of an operation.
@@ -431,6 +433,13 @@ impl<S: Store> Guard<S> {
         };
         let taken = self.store.op_take_over(&p).await?;
         info!(job = %stale.job_type, key = %stale.op_key, stale_token = stale.token, to = %to, won = taken.is_some(), "stale claim");
+        if let Some(c) = &taken {
+            let detail = format!("stale token {}: {reason}", stale.token);
+            let states = [State::Claimed, to];
+            let event = AuditKind::TakeOver;
+            self.audit(&stale.op_key, event, c.token, states, &detail)
+                .await;
+        }
         Ok(taken.filter(|_| to == State::Claimed))
     }
 
@@ -446,6 +455,28 @@ impl<S: Store> Guard<S> {
                 owner: r.owner,
             }),
         }
+    }
+
+    /// Appends an event under this guard's owner, after the write that made it.
+    async fn audit(
+        &self,
+        op_key: &str,
+        event: AuditKind,
+        token: i64,
+        [from, to]: [State; 2],
+        detail: &str,
+    ) {
+        let p = OpAudit {
+            job_type: &self.spec.job_type,
+            op_key,
+            event,
+            actor: &self.owner,
+            token,
+            from: Some(from),
+            to: Some(to),
+            detail: Some(detail),
+        };
+        append(&self.store, &p).await;
     }
 
     async fn get(&self, op_key: &str) -> Result<Snapshot> {
@@ -801,10 +832,7 @@ impl<S: Store> Guard<S> {
         if r.state == State::Claimed && r.token == ctx.token && r.cancel_requested {
             Ok(false)
         } else {
-            Err(Error::LostClaim {
-                token: ctx.token,
-                record: Box::new(r),
-            })
+            Err(self.lost(ctx.token, r).await)
         }
     }
 
@@ -813,6 +841,13 @@ impl<S: Store> Guard<S> {
         let mut p = OpMove::new(&ctx.job_type, &ctx.op_key, ctx.token, State::Claimed, to);
         p.error = Some(reason);
         if self.store.op_move(&p).await? {
+            let event = match to {
+                State::Held => AuditKind::Hold,
+                State::Cancelled => AuditKind::Cancelled,
+                _ => AuditKind::Failed,
+            };
+            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, to], reason)
+                .await;
             Ok(())
         } else {
             Err(self.lost_claim(&ctx.op_key, ctx.token).await)
@@ -831,10 +866,7 @@ impl<S: Store> Guard<S> {
         let snap = self.get(&ctx.op_key).await?;
         let r = &snap.record;
         if !(r.state == State::Claimed && r.token == ctx.token && r.cancel_requested) {
-            return Err(Error::LostClaim {
-                token: ctx.token,
-                record: Box::new(snap.record),
-            });
+            return Err(self.lost(ctx.token, snap.record).await);
         }
         let withdrawn = match external_ref.as_deref() {
             Some(ext) => effect.withdraw(ctx, ext).await,
@@ -851,12 +883,13 @@ impl<S: Store> Guard<S> {
         );
         p.external_ref = external_ref.as_deref();
         p.result = Some(result_text);
-        let (outcome, note) = match withdrawn {
+        let (outcome, note, event) = match withdrawn {
             WithdrawOutcome::Withdrawn => (
                 Outcome::Cancelled {
                     withdrawn_ref: external_ref.clone(),
                 },
                 "cancel requested while the effect ran; withdrawn at the destination".to_owned(),
+                AuditKind::Compensated,
             ),
             WithdrawOutcome::NotWithdrawn(error) => {
                 p.to = State::Completed;
@@ -869,12 +902,15 @@ impl<S: Store> Guard<S> {
                         error,
                     },
                     note,
+                    AuditKind::WithdrawFailed,
                 )
             }
         };
         p.error = Some(&note);
         warn!(job = %ctx.job_type, key = %ctx.op_key, %note, "compensation");
         if self.store.op_move(&p).await? {
+            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, p.to], &note)
+                .await;
             Ok(outcome)
         } else {
             Err(self.lost_claim(&ctx.op_key, ctx.token).await)
@@ -883,11 +919,28 @@ impl<S: Store> Guard<S> {
 
     async fn lost_claim(&self, op_key: &str, token: i64) -> Error {
         match self.get(op_key).await {
-            Ok(snap) => Error::LostClaim {
-                token,
-                record: Box::new(snap.record),
-            },
+            Ok(snap) => self.lost(token, snap.record).await,
             Err(e) => e,
+        }
+    }
+
+    /// [`Error::LostClaim`] for the `token` this worker held, with the row as
+    /// it now stands; appended to the audit trail. (A local claim lost inside
+    /// its transaction is not: its transaction rolls back, and on SQLite the
+    /// append would wait on the connection the transaction holds.)
+    async fn lost(&self, token: i64, record: Record) -> Error {
+        let detail = format!(
+            "the row is now {} with token {} (owner {})",
+            record.state,
+            record.token,
+            record.owner.as_deref().unwrap_or("-")
+        );
+        let states = [State::Claimed, record.state];
+        self.audit(&record.op_key, AuditKind::LostClaim, token, states, &detail)
+            .await;
+        Error::LostClaim {
+            token,
+            record: Box::new(record),
         }
     }
 

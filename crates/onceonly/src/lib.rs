@@ -26,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod audit;
 pub mod db_url;
 mod effect;
 mod error;
@@ -39,6 +40,7 @@ pub mod relay;
 mod spec;
 pub mod store;
 
+pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
 pub use error::{Error, Result};
 pub use fault::{FaultAction, FaultHook, FaultPoint};

@@ -5,11 +5,15 @@ use std::time::Duration;
 
 use tracing::info;
 
+use crate::audit::{append, AuditKind};
 use crate::effect::{Effect, EffectCtx, WithdrawOutcome};
 use crate::error::{Error, Result};
 use crate::key::{validate_job_type, validate_op_key, Payload};
 use crate::record::{Record, Snapshot, State};
-use crate::store::{Enqueued, OpEnqueue, OpMove, OpPurge, OpRequestCancel, Store};
+use crate::store::{Enqueued, OpAudit, OpEnqueue, OpMove, OpPurge, OpRequestCancel, Store};
+
+/// The actor [`cancel`] and [`resolve`] write to the audit trail.
+pub const DEFAULT_ACTOR: &str = "operator";
 
 /// What an enqueue did.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +124,17 @@ pub async fn cancel<S: Store, E: Effect>(
     op_key: &str,
     destination: Option<&E>,
 ) -> Result<CancelOutcome> {
+    cancel_as(store, job_type, op_key, destination, DEFAULT_ACTOR).await
+}
+
+/// [`cancel`], naming `actor` (a person or tool) in the audit trail.
+pub async fn cancel_as<S: Store, E: Effect>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    destination: Option<&E>,
+    actor: &str,
+) -> Result<CancelOutcome> {
     // A row can move between our read and our write; re-read a few times.
     for _ in 0..5 {
         let snap = get(store, job_type, op_key).await?;
@@ -145,16 +160,26 @@ pub async fn cancel<S: Store, E: Effect>(
                         token = r.token,
                         "cancel requested"
                     );
+                    let detail = format!(
+                        "the owner {} stops before the effect or withdraws it after",
+                        r.owner.as_deref().unwrap_or("-")
+                    );
+                    let states = [State::Claimed, State::Claimed];
+                    let event = AuditKind::CancelRequested;
+                    audit(store, r, event, actor, states, &detail).await;
                     return Ok(CancelOutcome::Requested {
                         owner: r.owner.clone(),
                     });
                 }
                 false
             }
-            State::Completed => return withdraw_completed(store, r, destination).await,
+            State::Completed => return withdraw_completed(store, r, destination, actor).await,
         };
         if moved {
             info!(job = job_type, key = op_key, "cancelled");
+            let states = [r.state, State::Cancelled];
+            let detail = "cancelled by an operator";
+            audit(store, r, AuditKind::Cancelled, actor, states, detail).await;
             return Ok(CancelOutcome::Cancelled {
                 withdrawn_ref: None,
             });
@@ -165,10 +190,33 @@ pub async fn cancel<S: Store, E: Effect>(
     )))
 }
 
+/// Appends an event about `r`, under the token it was read with.
+async fn audit<S: Store>(
+    store: &S,
+    r: &Record,
+    event: AuditKind,
+    actor: &str,
+    [from, to]: [State; 2],
+    detail: &str,
+) {
+    let p = OpAudit {
+        job_type: &r.job_type,
+        op_key: &r.op_key,
+        event,
+        actor,
+        token: r.token,
+        from: Some(from),
+        to: Some(to),
+        detail: Some(detail),
+    };
+    append(store, &p).await;
+}
+
 async fn withdraw_completed<S: Store, E: Effect>(
     store: &S,
     r: &Record,
     destination: Option<&E>,
+    actor: &str,
 ) -> Result<CancelOutcome> {
     let withdrawn = match (destination, r.external_ref.as_deref()) {
         (Some(dest), Some(ext)) => {
@@ -195,9 +243,13 @@ async fn withdraw_completed<S: Store, E: Effect>(
         State::Completed,
         State::Cancelled,
     );
-    p.error = Some("cancelled by an operator; withdrawn at the destination");
+    let note = "cancelled by an operator; withdrawn at the destination";
+    p.error = Some(note);
     if store.op_move(&p).await? {
         info!(job = %r.job_type, key = %r.op_key, external_ref = ?r.external_ref, "withdrawn and cancelled");
+        let detail = format!("{note} ({})", r.external_ref.as_deref().unwrap_or("-"));
+        let states = [State::Completed, State::Cancelled];
+        audit(store, r, AuditKind::Cancelled, actor, states, &detail).await;
         Ok(CancelOutcome::Cancelled {
             withdrawn_ref: r.external_ref.clone(),
         })
@@ -237,6 +289,28 @@ pub async fn resolve<S: Store>(
     reason: &str,
     expected_token: Option<i64>,
 ) -> Result<Record> {
+    resolve_as(
+        store,
+        job_type,
+        op_key,
+        resolution,
+        reason,
+        expected_token,
+        DEFAULT_ACTOR,
+    )
+    .await
+}
+
+/// [`resolve`], naming `actor` (the person deciding) in the audit trail.
+pub async fn resolve_as<S: Store>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    resolution: &Resolution,
+    reason: &str,
+    expected_token: Option<i64>,
+    actor: &str,
+) -> Result<Record> {
     let snap = get(store, job_type, op_key).await?;
     let token = expected_token.unwrap_or(snap.record.token);
     if snap.record.state != State::Held || snap.record.token != token {
@@ -258,6 +332,22 @@ pub async fn resolve<S: Store>(
         p.external_ref = external_ref.as_deref();
     }
     let moved = store.op_move(&p).await?;
+    if moved {
+        let detail = match p.external_ref {
+            Some(ext) => format!("{note} (reference {ext})"),
+            None => note.clone(),
+        };
+        let states = [State::Held, to];
+        audit(
+            store,
+            &snap.record,
+            AuditKind::Resolved,
+            actor,
+            states,
+            &detail,
+        )
+        .await;
+    }
     let now = get(store, job_type, op_key).await?;
     if moved {
         Ok(now.record)

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::ops::DerefMut;
 use std::time::Duration;
 
+use crate::audit::{AuditEvent, AuditKind};
 use crate::error::Result;
 use crate::record::{DbTime, Record, Snapshot, State};
 
@@ -233,6 +234,27 @@ pub struct OpRequestCancel<'a> {
     pub token: i64,
 }
 
+/// Parameters of [`Store::op_audit`]: one event appended to the audit trail.
+#[derive(Debug, Clone)]
+pub struct OpAudit<'a> {
+    /// Job type.
+    pub job_type: &'a str,
+    /// Operation key.
+    pub op_key: &'a str,
+    /// What happened.
+    pub event: AuditKind,
+    /// Who did it.
+    pub actor: &'a str,
+    /// The token it was done under.
+    pub token: i64,
+    /// The state before.
+    pub from: Option<State>,
+    /// The state after.
+    pub to: Option<State>,
+    /// Why, in words.
+    pub detail: Option<&'a str>,
+}
+
 /// A database that holds operation records.
 ///
 /// Every method that changes a row is one conditional statement and says
@@ -338,6 +360,17 @@ pub trait Store: Send + Sync + 'static {
         &self,
         p: &OpCompleteBatch<'_>,
     ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Appends one event to the audit trail, timed by the database's clock
+    /// (with the offset). Append-only: nothing is ever updated there.
+    fn op_audit(&self, p: &OpAudit<'_>) -> impl Future<Output = Result<()>> + Send;
+
+    /// The audit trail of one operation, oldest first.
+    fn op_history(
+        &self,
+        job_type: &str,
+        op_key: &str,
+    ) -> impl Future<Output = Result<Vec<AuditEvent>>> + Send;
 
     /// The database's clock now (with the offset).
     fn now(&self) -> impl Future<Output = Result<DbTime>> + Send;

@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use onceonly::ops::{cancel, get, CancelOutcome};
+use onceonly::ops::{cancel_as, get, CancelOutcome};
 use onceonly::{State, Store};
 use onceonly_http::HttpDestination;
 
+use crate::commands::resolve::actor;
 use crate::store::{open_migrated, with_store};
 
 /// Arguments of `onceonly cancel`.
@@ -45,7 +46,7 @@ async fn cancel_and_wait<S: Store>(
 ) -> anyhow::Result<ExitCode> {
     let name = format!("{}:{}", args.job, args.key);
     let deadline = Instant::now() + args.wait;
-    let mut outcome = cancel(store, &args.job, &args.key, destination).await?;
+    let mut outcome = cancel_as(store, &args.job, &args.key, destination, &actor()).await?;
     if let CancelOutcome::Requested { owner } = &outcome {
         eprintln!(
             "{name} is in flight (claimed by {}); cancel requested, waiting up to {} for it to stop or withdraw",
@@ -113,7 +114,7 @@ async fn wait_for_owner<S: Store>(
                     owner: snap.record.owner,
                 })
             }
-            _ => return Ok(cancel(store, &args.job, &args.key, destination).await?),
+            _ => return Ok(cancel_as(store, &args.job, &args.key, destination, &actor()).await?),
         }
     }
 }

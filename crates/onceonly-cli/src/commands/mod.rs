@@ -6,6 +6,7 @@ pub mod check;
 pub mod config;
 pub mod enqueue;
 pub mod held;
+pub mod history;
 pub mod inspect;
 pub mod migrate;
 pub mod repeats;

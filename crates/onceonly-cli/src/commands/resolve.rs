@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use onceonly::ops::{resolve, Resolution};
+use onceonly::ops::{resolve_as, Resolution, DEFAULT_ACTOR};
 use onceonly::{Error, State, Store};
 
 use crate::store::{open_migrated, with_store};
@@ -62,13 +62,14 @@ async fn decide<S: Store>(
     resolution: &Resolution,
 ) -> anyhow::Result<ExitCode> {
     let name = format!("{}:{}", args.job, args.key);
-    match resolve(
+    match resolve_as(
         store,
         &args.job,
         &args.key,
         resolution,
         &args.reason,
         args.token,
+        &actor(),
     )
     .await
     {
@@ -112,4 +113,13 @@ async fn decide<S: Store>(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Who an operator command names in the audit trail: the OS user (`USER`),
+/// or `operator` when it is not set.
+pub(crate) fn actor() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_ACTOR.to_owned())
 }

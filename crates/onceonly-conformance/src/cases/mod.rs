@@ -3,6 +3,7 @@
 //! asserts effect counts at the destination and record states and tokens.
 //! Every case here is listed in [`conformance_tests!`](crate::conformance_tests).
 
+mod audit;
 mod cancel;
 mod crashes;
 mod delivery;
@@ -14,6 +15,7 @@ mod support;
 mod timing;
 mod transitions;
 
+pub use audit::*;
 pub use cancel::*;
 pub use crashes::*;
 pub use delivery::*;

@@ -1,0 +1,101 @@
+//! `onceonly history`: why and when an operation's exceptional transitions
+//! happened (take-overs, holds, lost claims, cancels, compensations,
+//! resolves, permanent failures), oldest first, under its current state.
+
+use std::process::ExitCode;
+
+use onceonly::{AuditEvent, Error, Record, State, Store};
+
+use crate::store::{open_migrated, with_store};
+
+/// Arguments of `onceonly history`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job type.
+    #[arg(long)]
+    job: String,
+    /// Operation key.
+    #[arg(long)]
+    key: String,
+    /// JSON lines: first the record (`"kind": "record"`), then one object per
+    /// event (`"kind": "event"`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Prints the record's state line and its audit trail; exits 1 when there
+/// is no such operation.
+pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
+    with_store!(&store, s => show(s, &args).await)
+}
+
+async fn show<S: Store>(store: &S, args: &Args) -> anyhow::Result<ExitCode> {
+    let snap = match onceonly::ops::get(store, &args.job, &args.key).await {
+        Ok(snap) => snap,
+        Err(e @ Error::NotFound { .. }) => {
+            eprintln!("{e}: no record, so no history (purged, or never enqueued or claimed)");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let events = store.op_history(&args.job, &args.key).await?;
+    if args.json {
+        let mut record = serde_json::to_value(&snap.record)?;
+        record["kind"] = "record".into();
+        println!("{record}");
+        for e in &events {
+            let mut event = serde_json::to_value(e)?;
+            event["kind"] = "event".into();
+            println!("{event}");
+        }
+    } else {
+        print_record(&snap.record);
+        print_events(&events);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_record(r: &Record) {
+    println!(
+        "{}:{} is {} (token {}, attempts {}, owner {}, updated {}){}",
+        r.job_type,
+        r.op_key,
+        r.state,
+        r.token,
+        r.attempts,
+        r.owner.as_deref().unwrap_or("-"),
+        r.updated_at,
+        r.error
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    );
+}
+
+fn state(s: Option<State>) -> &'static str {
+    s.map_or("-", State::as_str)
+}
+
+fn print_events(events: &[AuditEvent]) {
+    if events.is_empty() {
+        println!("no exceptional transitions (claims and completions are not recorded here)");
+        return;
+    }
+    println!(
+        "{:<24} {:<16} {:<24} {:>5}  {:<22} detail",
+        "at", "event", "actor", "token", "from -> to"
+    );
+    for e in events {
+        println!(
+            "{:<24} {:<16} {:<24} {:>5}  {:<22} {}",
+            e.at.to_string(),
+            e.event.as_str(),
+            e.actor,
+            e.token,
+            format!("{} -> {}", state(e.from_state), state(e.to_state)),
+            e.detail.as_deref().unwrap_or("")
+        );
+    }
+    println!("{} events", events.len());
+}
