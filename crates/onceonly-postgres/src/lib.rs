@@ -394,10 +394,18 @@ impl Store for PgStore {
     }
 
     async fn op_purge(&self, p: &OpPurge<'_>) -> Result<u64> {
-        self.queries
-            .purge(&mut *self.conn().await?, self.offset(), p)
+        let mut tx = self.begin().await?;
+        let purged = self
+            .queries
+            .purge(&mut tx, self.offset(), p)
             .await
-            .map_err(self.err())
+            .map_err(self.err())?;
+        self.queries
+            .purge_audit(&mut tx, p.job_type)
+            .await
+            .map_err(self.err())?;
+        Self::commit(tx).await?;
+        Ok(purged)
     }
 
     async fn op_enqueue(&self, p: &OpEnqueue<'_>) -> Result<Enqueued> {

@@ -25,6 +25,7 @@ const REQUEST_CANCEL: &str = include_str!("../queries/request_cancel.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
+const PURGE_AUDIT: &str = include_str!("../queries/purge_audit.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
 const COMPLETE_BATCH: &str = include_str!("../queries/complete_batch.sql");
@@ -76,6 +77,7 @@ pub(crate) struct Queries {
     get: String,
     list: String,
     purge: String,
+    purge_audit: String,
     enqueue: String,
     claim_batch: String,
     complete_batch: String,
@@ -102,6 +104,7 @@ impl Queries {
             get: q(GET),
             list: q(LIST),
             purge: q(PURGE),
+            purge_audit: q(PURGE_AUDIT),
             enqueue: q(ENQUEUE),
             claim_batch: q(CLAIM_BATCH),
             complete_batch: q(COMPLETE_BATCH),
@@ -285,6 +288,19 @@ impl Queries {
             .bind(offset)
             .bind(p.job_type)
             .bind(millis(p.older_than))
+            .execute(ex)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes the audit rows whose record is gone; returns how many.
+    pub(crate) async fn purge_audit(
+        &self,
+        ex: &mut PgConnection,
+        job_type: Option<&str>,
+    ) -> Res<u64> {
+        let done = sqlx::query(&self.purge_audit)
+            .bind(job_type)
             .execute(ex)
             .await?;
         Ok(done.rows_affected())

@@ -251,9 +251,15 @@ impl Store for SqliteStore {
     }
 
     async fn op_purge(&self, p: &OpPurge<'_>) -> Result<u64> {
-        queries::purge(&mut *self.conn().await?, self.offset(), p)
+        let mut tx = self.begin().await?;
+        let purged = queries::purge(&mut tx, self.offset(), p)
             .await
-            .map_err(self.err())
+            .map_err(self.err())?;
+        queries::purge_audit(&mut tx, p.job_type)
+            .await
+            .map_err(self.err())?;
+        Self::commit(tx).await?;
+        Ok(purged)
     }
 
     async fn op_enqueue(&self, p: &OpEnqueue<'_>) -> Result<Enqueued> {

@@ -19,6 +19,7 @@ const REQUEST_CANCEL: &str = include_str!("../queries/request_cancel.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
+const PURGE_AUDIT: &str = include_str!("../queries/purge_audit.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
 const NOW: &str = include_str!("../queries/now.sql");
@@ -158,6 +159,12 @@ pub(crate) async fn purge(ex: &mut SqliteConnection, offset: i64, p: &OpPurge<'_
         .bind(millis(p.older_than))
         .execute(ex)
         .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes the audit rows whose record is gone; returns how many.
+pub(crate) async fn purge_audit(ex: &mut SqliteConnection, job_type: Option<&str>) -> Res<u64> {
+    let done = sqlx::query(PURGE_AUDIT).bind(job_type).execute(ex).await?;
     Ok(done.rows_affected())
 }
 

@@ -334,7 +334,8 @@ pub trait Store: Send + Sync + 'static {
     fn op_list(&self, p: &OpList<'_>) -> impl Future<Output = Result<Vec<Record>>> + Send;
 
     /// Deletes completed, failed and cancelled records older than the
-    /// retention; never claimed, queued or held ones. Returns how many.
+    /// retention, with their audit trail; never claimed, queued or held
+    /// ones. Returns how many records.
     fn op_purge(&self, p: &OpPurge<'_>) -> impl Future<Output = Result<u64>> + Send;
 
     /// Inserts a queued record unless one exists (see [`OpEnqueue`]).

@@ -56,6 +56,12 @@ pub async fn purge_deletes_only_old_finished_records<F: StoreFactory>(factory: &
         "younger than the retention"
     );
 
+    assert!(!store
+        .op_history("purge", "failed")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!store.op_history("purge", "held").await.unwrap().is_empty());
     store.clock_offset().advance(DAY * 2);
     keyed.run("recent", &order(1), &dest).await.unwrap();
     assert_eq!(
@@ -80,4 +86,16 @@ pub async fn purge_deletes_only_old_finished_records<F: StoreFactory>(factory: &
         .map(|(j, k, s)| (j.to_string(), k.to_string(), *s))
         .collect();
     assert_eq!(left, expected);
+    // A purged record's trail goes with it; a kept record keeps its own.
+    assert!(store
+        .op_history("purge", "failed")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .op_history("purge", "cancelled")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!store.op_history("purge", "held").await.unwrap().is_empty());
 }

@@ -21,19 +21,21 @@ fn ms(n: u64) -> Duration {
 pub async fn heartbeat_keeps_a_long_job_claimed<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;
     let other = factory.second(&store).await;
-    let lease = ms(240);
+    // Real timers drive heartbeats; the margins are wide so a loaded
+    // 2-core machine (CI compiling next door) does not miss a beat.
+    let lease = ms(900);
     let spec = JobSpec::new("long", EffectKind::Keyed)
         .lease(lease)
-        .timeout(ms(900))
-        .heartbeat(lease / 3);
+        .timeout(ms(3000))
+        .heartbeat(ms(150));
     let worker = Guard::new(store.clone(), spec.clone()).unwrap();
     let observer = Guard::new(other, spec).unwrap();
     let dest = CountingEffect::keyed();
-    let slow = dest.clone().with_delay(ms(600));
+    let slow = dest.clone().with_delay(ms(1800));
 
     let payload = order(1);
     let (outcome, ()) = tokio::join!(worker.run("op", &payload, &slow), async {
-        for (at, wait) in [(300, 300), (500, 200)] {
+        for (at, wait) in [(1100, 1100), (1500, 400)] {
             tokio::time::sleep(ms(wait)).await;
             match observer.run("op", &order(1), &dest).await.unwrap() {
                 Outcome::InProgress { age, .. } => {
@@ -72,18 +74,18 @@ pub async fn timeout_stops_the_effect_before_it_acts<F: StoreFactory>(factory: &
     let dest = CountingEffect::keyed();
     let started = Instant::now();
     let outcome = worker
-        .run("op", &order(1), &dest.clone().with_delay(ms(400)))
+        .run("op", &order(1), &dest.clone().with_delay(ms(1500)))
         .await
         .unwrap();
     assert!(
-        started.elapsed() < ms(350),
+        started.elapsed() < ms(1000),
         "stopped at the timeout, not after the effect"
     );
     assert!(
         matches!(outcome, Outcome::RetryLater { .. }),
         "keyed: safe to redo: {outcome:?}"
     );
-    tokio::time::sleep(ms(450)).await;
+    tokio::time::sleep(ms(1600)).await;
     assert_eq!(dest.calls("op"), 0, "the stopped effect never acted");
     let r = record(&store, "slow", "op").await;
     assert_eq!((r.state, r.token), (State::Queued, 1));
@@ -100,11 +102,12 @@ pub async fn heartbeat_stops_a_worker_whose_claim_was_taken<F: StoreFactory>(fac
     let store = factory.fresh().await;
     let spec = JobSpec::new("long", EffectKind::Keyed)
         .lease(ms(300))
-        .timeout(ms(900))
+        .timeout(ms(4000))
         .heartbeat(ms(20));
     let worker = Guard::new(store.clone(), spec).unwrap();
     let dest = CountingEffect::keyed();
-    let slow = dest.clone().with_delay(ms(500));
+    // Long enough that a heartbeat delayed by a loaded machine still comes first.
+    let slow = dest.clone().with_delay(ms(2000));
 
     let payload = order(1);
     let (outcome, taken) = tokio::join!(worker.run("op", &payload, &slow), async {
@@ -137,7 +140,7 @@ pub async fn heartbeat_stops_a_worker_whose_claim_was_taken<F: StoreFactory>(fac
         }
         other => panic!("expected the lost claim, got {other:?}"),
     }
-    tokio::time::sleep(ms(550)).await;
+    tokio::time::sleep(ms(2100)).await;
     assert_eq!(dest.calls("op"), 0, "the stopped effect never acted");
     let r = record(&store, "long", "op").await;
     assert_eq!(
