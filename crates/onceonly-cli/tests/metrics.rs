@@ -9,14 +9,6 @@ use common::*;
 use onceonly_http::test_server::{Mode, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn enqueue_many(db: &str, job: &str, n: usize) {
-    let lines: String = (0..n)
-        .map(|i| format!("{{\"key\": \"op-{i}\", \"payload\": {{\"i\": {i}}}}}\n"))
-        .collect();
-    let out = oo_stdin(db, &["enqueue", "--job", job, "--jsonl", "-"], Some(&lines));
-    assert!(out.status.success(), "{}", text(&out));
-}
-
 /// A port nobody listens on right now.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

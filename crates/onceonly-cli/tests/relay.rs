@@ -29,17 +29,6 @@ async fn run_cli(db: &str, args: Vec<String>) -> std::process::Output {
     .unwrap()
 }
 
-fn enqueue_many(db: &str, job: &str, n: usize) -> Vec<String> {
-    let keys: Vec<String> = (0..n).map(|i| format!("op-{i}")).collect();
-    let lines: String = keys
-        .iter()
-        .map(|k| format!("{{\"key\": \"{k}\", \"payload\": {{\"k\": \"{k}\"}}}}\n"))
-        .collect();
-    let out = oo_stdin(db, &["enqueue", "--job", job, "--jsonl", "-"], Some(&lines));
-    assert!(out.status.success(), "{}", text(&out));
-    keys
-}
-
 fn effect_args(mode: Mode) -> &'static [&'static str] {
     match mode {
         Mode::Keyed => &["--effect", "keyed"],

@@ -117,3 +117,15 @@ pub fn inspect(db: &str, job: &str) -> std::collections::BTreeMap<String, serde_
         })
         .collect()
 }
+
+/// Enqueues `op-0` .. `op-{n-1}` through `enqueue --jsonl -`; returns the keys.
+pub fn enqueue_many(db: &str, job: &str, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n).map(|i| format!("op-{i}")).collect();
+    let lines: String = keys
+        .iter()
+        .map(|k| format!("{{\"key\": \"{k}\", \"payload\": {{\"k\": \"{k}\"}}}}\n"))
+        .collect();
+    let out = oo_stdin(db, &["enqueue", "--job", job, "--jsonl", "-"], Some(&lines));
+    assert!(out.status.success(), "{}", text(&out));
+    keys
+}
