@@ -1,0 +1,356 @@
+//! Acting under a claim: the effect within the timeout and heartbeat, then
+//! the fenced write of its outcome (or the withdraw, when a cancel came in).
+
+use super::*;
+
+impl<S: Store> Guard<S> {
+    /// Acts under a claim this worker holds, within the job timeout, renewing
+    /// the lease when a heartbeat is set.
+    pub(super) async fn act<E: Effect>(
+        &self,
+        ctx: EffectCtx,
+        claim: &Claim,
+        after_stale: bool,
+        effect: &E,
+    ) -> Result<Outcome> {
+        let outcome = self.perform(&ctx, claim, after_stale, effect).await?;
+        self.record(&ctx, outcome, effect).await
+    }
+
+    /// The effect under the claim, bounded by the job timeout (a timed-out
+    /// effect is dropped: stopped, its outcome unknown).
+    pub(super) async fn perform<E: Effect>(
+        &self,
+        ctx: &EffectCtx,
+        claim: &Claim,
+        after_stale: bool,
+        effect: &E,
+    ) -> Result<EffectOutcome> {
+        self.fault(FaultPoint::AfterClaim)?;
+        let attempts = self.attempts(ctx, claim, after_stale, effect);
+        let bounded = tokio::time::timeout(self.spec.timeout, self.with_heartbeat(ctx, attempts));
+        Ok(match bounded.await {
+            Ok(result) => result?,
+            Err(_) => EffectOutcome::Unknown(format!(
+                "timed out after {}; the effect was stopped",
+                humantime::format_duration(self.spec.timeout)
+            )),
+        })
+    }
+
+    /// Runs `work` while renewing the lease every heartbeat interval; stops
+    /// the work (drops it) when the claim turns out lost.
+    pub(super) async fn with_heartbeat(
+        &self,
+        ctx: &EffectCtx,
+        work: impl Future<Output = Result<EffectOutcome>>,
+    ) -> Result<EffectOutcome> {
+        let Some(interval) = self.spec.heartbeat else {
+            return work.await;
+        };
+        let beat = async {
+            loop {
+                tokio::time::sleep(interval).await;
+                let p = OpHeartbeat {
+                    job_type: &ctx.job_type,
+                    op_key: &ctx.op_key,
+                    token: ctx.token,
+                    lease: self.spec.lease,
+                };
+                match self.store.op_heartbeat(&p).await {
+                    Ok(Some(hb)) => ctx
+                        .cancel_requested
+                        .store(hb.cancel_requested, Ordering::SeqCst),
+                    Ok(None) => return self.lost_claim(&ctx.op_key, ctx.token).await,
+                    Err(e) => {
+                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            outcome = work => outcome,
+            lost = beat => Err(lost),
+        }
+    }
+
+    /// The effect, retried under the claim where the kind allows it.
+    pub(super) async fn attempts<E: Effect>(
+        &self,
+        ctx: &EffectCtx,
+        claim: &Claim,
+        after_stale: bool,
+        effect: &E,
+    ) -> Result<EffectOutcome> {
+        // A lookup effect looks first whenever an earlier claim may have acted.
+        let mut look_first =
+            self.spec.effect == EffectKind::Lookup && (after_stale || claim.attempts > 1);
+        let mut retries_left = self.spec.max_retries;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            if look_first {
+                match effect.lookup(ctx).await {
+                    LookupOutcome::Found {
+                        external_ref,
+                        result,
+                    } => {
+                        return Ok(EffectOutcome::Done {
+                            external_ref,
+                            result,
+                        })
+                    }
+                    LookupOutcome::NotFound => {}
+                    LookupOutcome::Unavailable(why) => {
+                        return Ok(EffectOutcome::NotSent(format!("lookup unavailable: {why}")))
+                    }
+                }
+            }
+            if ctx.cancel_requested() {
+                return Ok(EffectOutcome::Failed(
+                    "cancel requested before the effect".into(),
+                ));
+            }
+            let outcome = effect.perform(ctx).await;
+            let retry = matches!(
+                (&outcome, self.spec.effect),
+                (EffectOutcome::NotSent(_), _)
+                    | (
+                        EffectOutcome::Unknown(_),
+                        EffectKind::Keyed | EffectKind::Lookup
+                    )
+            );
+            if !retry || retries_left == 0 {
+                if matches!(outcome, EffectOutcome::Done { .. }) {
+                    self.fault(FaultPoint::AfterEffect)?;
+                }
+                return Ok(outcome);
+            }
+            debug!(job = %ctx.job_type, key = %ctx.op_key, ?outcome, "retrying under the claim");
+            retries_left -= 1;
+            look_first = self.spec.effect == EffectKind::Lookup;
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+    }
+
+    /// Writes what the effect reported, under the claim's token.
+    pub(super) async fn record<E: Effect>(
+        &self,
+        ctx: &EffectCtx,
+        outcome: EffectOutcome,
+        effect: &E,
+    ) -> Result<Outcome> {
+        let job = ctx.job_type.as_str();
+        let key = ctx.op_key.as_str();
+        match outcome {
+            EffectOutcome::Done {
+                external_ref,
+                result,
+            } => {
+                let result_text = result.to_string();
+                let mut p = OpMove::new(job, key, ctx.token, State::Claimed, State::Completed);
+                p.unless_cancel_requested = true;
+                p.external_ref = external_ref.as_deref();
+                p.result = Some(&result_text);
+                if self.store.op_move(&p).await? {
+                    return Ok(Outcome::Done {
+                        result,
+                        external_ref,
+                        repeat: false,
+                    });
+                }
+                self.completion_refused(ctx, external_ref, &result_text, effect)
+                    .await
+            }
+            EffectOutcome::NotSent(reason) => {
+                if self.release(ctx, &reason).await? {
+                    return Ok(Outcome::RetryLater { reason });
+                }
+                // An operator asked to cancel, and nothing was sent: stop here.
+                let note = format!("cancel requested; the effect was not sent ({reason})");
+                self.fenced(ctx, State::Cancelled, &note).await?;
+                Ok(Outcome::Cancelled {
+                    withdrawn_ref: None,
+                })
+            }
+            EffectOutcome::Failed(error) => {
+                let to = if ctx.cancel_requested() {
+                    State::Cancelled
+                } else {
+                    State::Failed
+                };
+                self.fenced(ctx, to, &error).await?;
+                Ok(if to == State::Cancelled {
+                    Outcome::Cancelled {
+                        withdrawn_ref: None,
+                    }
+                } else {
+                    Outcome::Failed { error: Some(error) }
+                })
+            }
+            EffectOutcome::Unknown(reason) => self.unknown(ctx, reason).await,
+        }
+    }
+
+    /// An unknown outcome that retries under the claim did not clear.
+    pub(super) async fn unknown(&self, ctx: &EffectCtx, reason: String) -> Result<Outcome> {
+        let (to, outcome) = match self.spec.effect {
+            EffectKind::Opaque(StalePolicy::Hold) => (
+                State::Held,
+                Outcome::Held {
+                    reason: Some(reason.clone()),
+                },
+            ),
+            EffectKind::Opaque(StalePolicy::AtMostOnce) => (
+                State::Failed,
+                Outcome::Failed {
+                    error: Some(reason.clone()),
+                },
+            ),
+            EffectKind::Opaque(StalePolicy::AtLeastOnce) if ctx.attempt >= 2 => (
+                State::Held,
+                Outcome::Held {
+                    reason: Some(reason.clone()),
+                },
+            ),
+            // Keyed and lookup redo safely; at-least-once may redo once.
+            _ => (
+                State::Queued,
+                Outcome::RetryLater {
+                    reason: reason.clone(),
+                },
+            ),
+        };
+        if to != State::Queued {
+            self.fenced(ctx, to, &reason).await?;
+            return Ok(outcome);
+        }
+        if self.release(ctx, &reason).await? {
+            return Ok(outcome);
+        }
+        // An operator asked to cancel, but the effect may exist and there is
+        // no reference to withdraw: a person must look, the request kept.
+        let note = format!(
+            "cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
+        );
+        self.fenced(ctx, State::Held, &note).await?;
+        Ok(Outcome::Held { reason: Some(note) })
+    }
+
+    /// Releases our claim to queued unless an operator asked to cancel it.
+    ///
+    /// `Ok(true)`: released. `Ok(false)`: a cancel is pending and the claim
+    /// is still ours (releasing would drop the request and let the next
+    /// delivery act). [`Error::LostClaim`] when the claim is gone.
+    pub(super) async fn release(&self, ctx: &EffectCtx, reason: &str) -> Result<bool> {
+        let mut p = OpMove::new(
+            &ctx.job_type,
+            &ctx.op_key,
+            ctx.token,
+            State::Claimed,
+            State::Queued,
+        );
+        p.unless_cancel_requested = true;
+        p.error = Some(reason);
+        p.retry_after = Some(retry_backoff(ctx.attempt));
+        if self.store.op_move(&p).await? {
+            return Ok(true);
+        }
+        let snap = self.get(&ctx.op_key).await?;
+        let r = snap.record;
+        if r.state == State::Claimed && r.token == ctx.token && r.cancel_requested {
+            Ok(false)
+        } else {
+            Err(self.lost(ctx.token, r).await)
+        }
+    }
+
+    /// Moves our claim to `to`, or reports it lost.
+    pub(super) async fn fenced(&self, ctx: &EffectCtx, to: State, reason: &str) -> Result<()> {
+        let mut p = OpMove::new(&ctx.job_type, &ctx.op_key, ctx.token, State::Claimed, to);
+        p.error = Some(reason);
+        if self.store.op_move(&p).await? {
+            let event = match to {
+                State::Held => AuditKind::Hold,
+                State::Cancelled => AuditKind::Cancelled,
+                _ => AuditKind::Failed,
+            };
+            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, to], reason)
+                .await;
+            Ok(())
+        } else {
+            Err(self.lost_claim(&ctx.op_key, ctx.token).await)
+        }
+    }
+
+    /// The completion changed nothing: either an operator asked to cancel
+    /// while the effect ran (withdraw it), or the claim is gone.
+    pub(super) async fn completion_refused<E: Effect>(
+        &self,
+        ctx: &EffectCtx,
+        external_ref: Option<String>,
+        result_text: &str,
+        effect: &E,
+    ) -> Result<Outcome> {
+        let snap = self.get(&ctx.op_key).await?;
+        let r = &snap.record;
+        if !(r.state == State::Claimed && r.token == ctx.token && r.cancel_requested) {
+            return Err(self.lost(ctx.token, snap.record).await);
+        }
+        let withdrawn = match external_ref.as_deref() {
+            Some(ext) => effect.withdraw(ctx, ext).await,
+            None => {
+                WithdrawOutcome::NotWithdrawn("the effect returned no reference to withdraw".into())
+            }
+        };
+        let mut p = OpMove::new(
+            &ctx.job_type,
+            &ctx.op_key,
+            ctx.token,
+            State::Claimed,
+            State::Cancelled,
+        );
+        p.external_ref = external_ref.as_deref();
+        p.result = Some(result_text);
+        let (outcome, note, event) = match withdrawn {
+            WithdrawOutcome::Withdrawn => (
+                Outcome::Cancelled {
+                    withdrawn_ref: external_ref.clone(),
+                },
+                "cancel requested while the effect ran; withdrawn at the destination".to_owned(),
+                AuditKind::Compensated,
+            ),
+            WithdrawOutcome::NotWithdrawn(error) => {
+                p.to = State::Completed;
+                let note = format!(
+                    "cancel requested while the effect ran, but the withdraw failed ({error}); the item is live at the destination"
+                );
+                (
+                    Outcome::WithdrawFailed {
+                        external_ref: external_ref.clone(),
+                        error,
+                    },
+                    note,
+                    AuditKind::WithdrawFailed,
+                )
+            }
+        };
+        p.error = Some(&note);
+        warn!(job = %ctx.job_type, key = %ctx.op_key, %note, "compensation");
+        if self.store.op_move(&p).await? {
+            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, p.to], &note)
+                .await;
+            Ok(outcome)
+        } else {
+            Err(self.lost_claim(&ctx.op_key, ctx.token).await)
+        }
+    }
+}
+
+/// How long a released operation waits before it is due again: 500ms after
+/// the first claim, doubling per claim, at most a minute, so a destination
+/// that is down is not hammered by the relay.
+fn retry_backoff(attempt: i64) -> Duration {
+    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 7)).unwrap_or(7);
+    (Duration::from_millis(500) * 2u32.pow(doublings)).min(Duration::from_secs(60))
+}
