@@ -170,19 +170,29 @@ async fn raw<T: BenchTarget>(target: &T, job: &str, n: usize, batch: u32) -> any
                         result: "null",
                     })
                     .collect();
-                store
+                let done = store
                     .op_complete_batch(&OpCompleteBatch {
                         job_type: job,
                         items: &items,
                     })
                     .await?;
+                anyhow::ensure!(
+                    done.len() == items.len(),
+                    "raw baseline completed {} of {} claims",
+                    done.len(),
+                    items.len()
+                );
             } else {
                 for (r, c) in &claims {
                     let mut m =
                         OpMove::new(job, &r.op_key, c.token, State::Claimed, State::Completed);
                     m.unless_cancel_requested = true;
                     m.result = Some("null");
-                    store.op_move(&m).await?;
+                    anyhow::ensure!(
+                        store.op_move(&m).await?,
+                        "raw baseline did not complete {}",
+                        r.op_key
+                    );
                 }
             }
         }
