@@ -29,8 +29,10 @@ fn pg_url() -> String {
 }
 
 /// Not a test: the worker process the harness starts (this binary, running
-/// only this function). Without a request in the environment it does nothing.
+/// only this function). Ignored, so a normal test run does not count it as
+/// a passing test; the harness runs it with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the worker process of the SIGKILL tests, not a test"]
 async fn replay_worker_entry() {
     let Some(request) = WorkerRequest::from_env().unwrap() else {
         return;
@@ -55,6 +57,7 @@ fn worker_command(db: &str, schema: Option<&str>, job: &DemoJob) -> WorkerComman
     let mut command = WorkerCommand::new(std::env::current_exe().unwrap())
         .arg("--exact")
         .arg("replay_worker_entry")
+        .arg("--ignored")
         .arg("--nocapture")
         .arg("--test-threads=1")
         .env(ENV_DB, db)
