@@ -1,9 +1,16 @@
 //! onceonly's [`Store`] for SQLite, the embedded default.
 //!
-//! One file, created if missing, in WAL mode. The pool has a single
-//! connection by default: SQLite admits one writer at a time, and queueing
-//! in the pool is fairer and faster than contending on the file lock. Other
-//! processes on the same file wait on SQLite's busy timeout.
+//! One file, created if missing, in WAL mode. The store's own calls run on
+//! one connection of its own, on a thread of its own, and calls that arrive
+//! together share one commit (see `writer.rs`: this is what makes SQLite
+//! fast here). The user's own transactions (local effects, the outbox) run
+//! on an sqlx pool on the same file, of one connection by default: SQLite
+//! admits one writer at a time, and the two wait for each other on SQLite's
+//! busy timeout, as other processes on the file do.
+//!
+//! Do not call the store's own methods while holding a transaction of its
+//! pool open: both need the file's write lock, and the call would wait for
+//! the transaction that waits for it, until the busy timeout.
 //!
 //! ```no_run
 //! # async fn demo() -> onceonly::Result<()> {
@@ -15,7 +22,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod direct;
+mod in_tx;
 mod queries;
+mod writer;
 
 /// The SQL text of the statements that decide who acts, for baselines
 /// (the bench runs them raw next to the guard).
@@ -38,6 +48,11 @@ use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 
+use crate::writer::Writer;
+
+/// How long a writer waits for another connection's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The migrations, applied in order by [`Store::migrate`].
 pub const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -50,11 +65,17 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "audit",
         sql: include_str!("../migrations/0002_audit.sql"),
     },
+    Migration {
+        version: 3,
+        name: "fewer_btrees",
+        sql: include_str!("../migrations/0003_fewer_btrees.sql"),
+    },
 ];
 
 /// A [`Store`] on one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    writer: Writer,
     pool: SqlitePool,
     url: String,
     clock: ClockOffset,
@@ -67,30 +88,44 @@ impl SqliteStore {
         Self::connect_with(url, 1).await
     }
 
-    /// Like [`SqliteStore::connect`] with `connections` pooled connections.
+    /// Like [`SqliteStore::connect`] with `connections` pooled connections
+    /// for the user's own transactions.
     pub async fn connect_with(url: &str, connections: u32) -> Result<Self> {
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            return Err(Error::Invalid(format!(
+                "{url:?} is an in-memory SQLite database: onceonly needs a file, \
+                 which its own connection and the pool's both open"
+            )));
+        }
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(30));
+            .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(60))
             // A ping before every acquire would double the statements per call.
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(map_err(url))?;
+        // The pool created the file and put it in WAL mode.
+        let writer =
+            Writer::open(options.get_filename(), BUSY_TIMEOUT).map_err(|e| Error::Unreachable {
+                url: onceonly::db_url::redact(url),
+                reason: e.to_string(),
+            })?;
         Ok(Self {
+            writer,
             pool,
             url: url.to_owned(),
             clock: ClockOffset::default(),
         })
     }
 
-    /// Another store on the same file with its own connection, sharing this
+    /// Another store on the same file with its own connections, sharing this
     /// store's clock offset (a second worker, in tests).
     pub async fn reconnect(&self) -> Result<Self> {
         let mut other = Self::connect(&self.url).await?;
@@ -103,16 +138,37 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// A `PRAGMA`'s value as the store's own connection sees it.
+    pub async fn pragma(&self, name: &'static str) -> Result<String> {
+        self.writer
+            .call(move |c| {
+                c.pragma_query_value(None, name, |row| {
+                    Ok(match row.get_ref(0)? {
+                        rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                        other => other.as_str()?.to_owned(),
+                    })
+                })
+            })
+            .await
+    }
+
     fn err(&self) -> impl Fn(sqlx::Error) -> Error + '_ {
         map_err(&self.url)
     }
 
-    async fn conn(&self) -> Result<sqlx::pool::PoolConnection<Sqlite>> {
-        self.pool.acquire().await.map_err(self.err())
-    }
-
     fn offset(&self) -> i64 {
         self.clock.millis()
+    }
+
+    fn gone(what: &str, job_type: &str, op_key: &str) -> Error {
+        Error::Database(format!(
+            "{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)"
+        ))
+    }
+
+    /// One statement on the store's connection; its affected-row count.
+    async fn execute(&self, q: queries::Query) -> Result<u64> {
+        self.writer.call(move |c| direct::execute(c, &q)).await
     }
 }
 
@@ -124,7 +180,7 @@ impl Store for SqliteStore {
         // BEGIN IMMEDIATE takes the write lock, so two processes migrating at
         // once apply each migration once.
         let mut tx = self.begin().await?;
-        queries::migrate(&mut tx, MIGRATIONS)
+        in_tx::migrate(&mut tx, MIGRATIONS)
             .await
             .map_err(self.err())?;
         Self::commit(tx).await
@@ -146,91 +202,105 @@ impl Store for SqliteStore {
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
-        let mut conn = self.conn().await?;
-        self.op_claim_in(&mut conn, p).await
+        let claim = queries::claim(self.offset(), p);
+        let get = queries::get(self.offset(), p.job_type, p.op_key);
+        // Claim and, when someone else has it, the row as it stands: one call.
+        let found = self
+            .writer
+            .call(move |c| {
+                if let Some(claim) = direct::optional(c, &claim, direct::claim)? {
+                    return Ok(Some(ClaimRow::Claimed(claim)));
+                }
+                let snap = direct::optional(c, &get, direct::snapshot)?;
+                Ok(snap.map(|snap| ClaimRow::Existing(Box::new(snap))))
+            })
+            .await?;
+        found.ok_or_else(|| Self::gone("claim", p.job_type, p.op_key))
     }
 
     async fn op_claim_in(&self, conn: &mut SqliteConnection, p: &OpClaim<'_>) -> Result<ClaimRow> {
-        let claimed = queries::claim(&mut *conn, self.offset(), p)
+        let claimed = in_tx::claim(&mut *conn, &queries::claim(self.offset(), p))
             .await
             .map_err(self.err())?;
         match claimed {
             Some(claim) => Ok(ClaimRow::Claimed(claim)),
             None => match self.op_get_in(conn, p.job_type, p.op_key).await? {
                 Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
-                None => Err(Error::Database(format!(
-                    "{}:{} conflicted on claim but is gone (purged meanwhile?)",
-                    p.job_type, p.op_key
-                ))),
+                None => Err(Self::gone("claim", p.job_type, p.op_key)),
             },
         }
     }
 
     async fn op_take_over(&self, p: &OpTakeOver<'_>) -> Result<Option<Claim>> {
-        queries::take_over(&mut *self.conn().await?, self.offset(), p)
+        let q = queries::take_over(self.offset(), p);
+        self.writer
+            .call(move |c| direct::optional(c, &q, direct::claim))
             .await
-            .map_err(self.err())
     }
 
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
-        // One writer at a time: one transaction of single fenced moves
-        // commits the batch at the cost of one commit.
-        let mut tx = self.begin().await?;
-        let mut completed = Vec::with_capacity(p.items.len());
-        for c in p.items {
-            let mut m = OpMove::new(
-                p.job_type,
-                c.op_key,
-                c.token,
-                State::Claimed,
-                State::Completed,
-            );
-            m.unless_cancel_requested = true;
-            m.external_ref = c.external_ref;
-            m.result = Some(c.result);
-            if queries::move_op(&mut tx, self.offset(), &m)
-                .await
-                .map_err(self.err())?
-                == 1
-            {
-                completed.push(c.op_key.to_owned());
-            }
-        }
-        Self::commit(tx).await?;
-        Ok(completed)
+        // One writer at a time: single fenced moves in one call commit the
+        // batch at the cost of one commit.
+        let moves: Vec<(String, queries::Query)> = p
+            .items
+            .iter()
+            .map(|c| {
+                let mut m = OpMove::new(
+                    p.job_type,
+                    c.op_key,
+                    c.token,
+                    State::Claimed,
+                    State::Completed,
+                );
+                m.unless_cancel_requested = true;
+                m.external_ref = c.external_ref;
+                m.result = Some(c.result);
+                (c.op_key.to_owned(), queries::move_op(self.offset(), &m))
+            })
+            .collect();
+        self.writer
+            .call(move |c| {
+                let mut completed = Vec::with_capacity(moves.len());
+                for (op_key, q) in moves {
+                    if direct::execute(c, &q)? == 1 {
+                        completed.push(op_key);
+                    }
+                }
+                Ok(completed)
+            })
+            .await
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
-        let affected = queries::move_op(&mut *self.conn().await?, self.offset(), p)
-            .await
-            .map_err(self.err())?;
-        Ok(affected == 1)
+        Ok(self.execute(queries::move_op(self.offset(), p)).await? == 1)
     }
 
     async fn op_move_in(&self, conn: &mut SqliteConnection, p: &OpMove<'_>) -> Result<bool> {
-        let affected = queries::move_op(conn, self.offset(), p)
+        let affected = in_tx::execute(conn, &queries::move_op(self.offset(), p))
             .await
             .map_err(self.err())?;
         Ok(affected == 1)
     }
 
     async fn op_heartbeat(&self, p: &OpHeartbeat<'_>) -> Result<Option<Heartbeat>> {
-        queries::heartbeat(&mut *self.conn().await?, self.offset(), p)
+        let q = queries::heartbeat(self.offset(), p);
+        self.writer
+            .call(move |c| direct::optional(c, &q, direct::heartbeat))
             .await
-            .map_err(self.err())
     }
 
     async fn op_request_cancel(&self, p: &OpRequestCancel<'_>) -> Result<bool> {
-        let affected = queries::request_cancel(&mut *self.conn().await?, self.offset(), p)
-            .await
-            .map_err(self.err())?;
-        Ok(affected == 1)
+        Ok(self
+            .execute(queries::request_cancel(self.offset(), p))
+            .await?
+            == 1)
     }
 
     async fn op_get(&self, job_type: &str, op_key: &str) -> Result<Option<Snapshot>> {
-        queries::get(&mut *self.conn().await?, self.offset(), job_type, op_key)
+        let q = queries::get(self.offset(), job_type, op_key);
+        self.writer
+            .call(move |c| direct::optional(c, &q, direct::snapshot))
             .await
-            .map_err(self.err())
     }
 
     async fn op_get_in(
@@ -239,32 +309,44 @@ impl Store for SqliteStore {
         job_type: &str,
         op_key: &str,
     ) -> Result<Option<Snapshot>> {
-        queries::get(conn, self.offset(), job_type, op_key)
+        in_tx::snapshot(conn, &queries::get(self.offset(), job_type, op_key))
             .await
             .map_err(self.err())
     }
 
     async fn op_list(&self, p: &OpList<'_>) -> Result<Vec<Record>> {
-        queries::list(&mut *self.conn().await?, self.offset(), p)
+        let q = queries::list(self.offset(), p);
+        self.writer
+            .call(move |c| direct::all(c, &q, direct::record))
             .await
-            .map_err(self.err())
     }
 
     async fn op_purge(&self, p: &OpPurge<'_>) -> Result<u64> {
-        let mut tx = self.begin().await?;
-        let purged = queries::purge(&mut tx, self.offset(), p)
+        let purge = queries::purge(self.offset(), p);
+        let purge_audit = queries::purge_audit(p.job_type);
+        self.writer
+            .call(move |c| {
+                let purged = direct::execute(c, &purge)?;
+                direct::execute(c, &purge_audit)?;
+                Ok(purged)
+            })
             .await
-            .map_err(self.err())?;
-        queries::purge_audit(&mut tx, p.job_type)
-            .await
-            .map_err(self.err())?;
-        Self::commit(tx).await?;
-        Ok(purged)
     }
 
     async fn op_enqueue(&self, p: &OpEnqueue<'_>) -> Result<Enqueued> {
-        let mut conn = self.conn().await?;
-        self.op_enqueue_in(&mut conn, p).await
+        let enqueue = queries::enqueue(self.offset(), p);
+        let get = queries::get(self.offset(), p.job_type, p.op_key);
+        let found = self
+            .writer
+            .call(move |c| {
+                if direct::execute(c, &enqueue)? == 1 {
+                    return Ok(Some(Enqueued::Inserted));
+                }
+                let snap = direct::optional(c, &get, direct::snapshot)?;
+                Ok(snap.map(|snap| Enqueued::Existing(Box::new(snap.record))))
+            })
+            .await?;
+        found.ok_or_else(|| Self::gone("enqueue", p.job_type, p.op_key))
     }
 
     async fn op_enqueue_in(
@@ -272,32 +354,29 @@ impl Store for SqliteStore {
         conn: &mut SqliteConnection,
         p: &OpEnqueue<'_>,
     ) -> Result<Enqueued> {
-        if queries::enqueue(&mut *conn, self.offset(), p)
+        let inserted = in_tx::execute(&mut *conn, &queries::enqueue(self.offset(), p))
             .await
-            .map_err(self.err())?
-            == 1
-        {
+            .map_err(self.err())?;
+        if inserted == 1 {
             return Ok(Enqueued::Inserted);
         }
         match self.op_get_in(conn, p.job_type, p.op_key).await? {
             Some(snap) => Ok(Enqueued::Existing(Box::new(snap.record))),
-            None => Err(Error::Database(format!(
-                "{}:{} conflicted on enqueue but is gone (purged meanwhile?)",
-                p.job_type, p.op_key
-            ))),
+            None => Err(Self::gone("enqueue", p.job_type, p.op_key)),
         }
     }
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
-        queries::claim_batch(&mut *self.conn().await?, self.offset(), p)
+        let q = queries::claim_batch(self.offset(), p);
+        self.writer
+            .call(move |c| {
+                direct::all(c, &q, |row| Ok((direct::record(row)?, direct::claim(row)?)))
+            })
             .await
-            .map_err(self.err())
     }
 
     async fn op_audit(&self, p: &OpAudit<'_>) -> Result<()> {
-        let affected = queries::audit(&mut *self.conn().await?, self.offset(), p)
-            .await
-            .map_err(self.err())?;
+        let affected = self.execute(queries::audit(self.offset(), p)).await?;
         if affected == 1 {
             Ok(())
         } else {
@@ -309,15 +388,19 @@ impl Store for SqliteStore {
     }
 
     async fn op_history(&self, job_type: &str, op_key: &str) -> Result<Vec<AuditEvent>> {
-        queries::history(&mut *self.conn().await?, job_type, op_key)
+        let q = queries::history(job_type, op_key);
+        self.writer
+            .call(move |c| direct::all(c, &q, direct::audit_event))
             .await
-            .map_err(self.err())
     }
 
     async fn now(&self) -> Result<DbTime> {
-        queries::now(&mut *self.conn().await?, self.offset())
-            .await
-            .map_err(self.err())
+        let q = queries::now(self.offset());
+        let now = self
+            .writer
+            .call(move |c| direct::optional(c, &q, direct::now))
+            .await?;
+        now.ok_or_else(|| Error::Database("SELECT now returned no row".into()))
     }
 
     fn clock_offset(&self) -> &ClockOffset {

@@ -1,15 +1,14 @@
-//! One thin function per query file; each returns what the database did,
-//! affected-row counts included, and decides nothing.
+//! One builder per query file: the SQL text and its arguments, owned, so
+//! that the same query runs on the store's own connection ([`crate::direct`])
+//! or in the user's sqlx transaction ([`crate::in_tx`]). Builders decide
+//! nothing and touch no connection.
 
 use onceonly::store::{
-    Claim, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove,
-    OpPurge, OpRequestCancel, OpTakeOver,
+    OpAudit, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge,
+    OpRequestCancel, OpTakeOver,
 };
-use onceonly::{AuditEvent, DbTime, Record, Snapshot};
-use onceonly_sqlx::{
-    audit_from_row, claim_from_row, millis, record_from_row, snapshot_from_row, Migration,
-};
-use sqlx::{Executor, Row, SqliteConnection};
+use onceonly_sqlx::millis;
+use rusqlite::types::Value;
 
 const CLAIM: &str = include_str!("../queries/claim.sql");
 const TAKE_OVER: &str = include_str!("../queries/take_over.sql");
@@ -26,237 +25,193 @@ const NOW: &str = include_str!("../queries/now.sql");
 const AUDIT: &str = include_str!("../queries/audit.sql");
 const HISTORY: &str = include_str!("../queries/history.sql");
 
-type Res<T> = Result<T, sqlx::Error>;
-
-pub(crate) async fn claim(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpClaim<'_>,
-) -> Res<Option<Claim>> {
-    let row = sqlx::query(CLAIM)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.owner)
-        .bind(p.fingerprint)
-        .bind(p.payload)
-        .bind(millis(p.lease))
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(claim_from_row).transpose()
+/// A statement and its arguments, bound in order to `?1`, `?2`, ...
+#[derive(Debug, Clone)]
+pub(crate) struct Query {
+    pub sql: &'static str,
+    pub args: Vec<Value>,
 }
 
-pub(crate) async fn take_over(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpTakeOver<'_>,
-) -> Res<Option<Claim>> {
-    let row = sqlx::query(TAKE_OVER)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.stale_token)
-        .bind(p.to.as_str())
-        .bind(p.owner)
-        .bind(millis(p.lease))
-        .bind(p.reason)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(claim_from_row).transpose()
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
 }
 
-/// Returns the affected-row count: 1 moved, 0 not ours or not in `from`.
-pub(crate) async fn move_op(ex: &mut SqliteConnection, offset: i64, p: &OpMove<'_>) -> Res<u64> {
-    let done = sqlx::query(MOVE)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.token)
-        .bind(p.from.as_str())
-        .bind(p.to.as_str())
-        .bind(p.external_ref)
-        .bind(p.result)
-        .bind(p.error)
-        .bind(p.unless_cancel_requested)
-        .bind(p.retry_after.map_or(0, millis))
-        .execute(ex)
-        .await?;
-    Ok(done.rows_affected())
+fn opt_text(s: Option<&str>) -> Value {
+    s.map_or(Value::Null, text)
 }
 
-pub(crate) async fn heartbeat(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpHeartbeat<'_>,
-) -> Res<Option<Heartbeat>> {
-    let row = sqlx::query(HEARTBEAT)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.token)
-        .bind(millis(p.lease))
-        .fetch_optional(ex)
-        .await?;
-    row.map(|r| {
-        Ok(Heartbeat {
-            lease_until: DbTime(r.try_get("lease_until")?),
-            cancel_requested: r.try_get("cancel_requested")?,
-        })
-    })
-    .transpose()
+fn int(i: i64) -> Value {
+    Value::Integer(i)
 }
 
-pub(crate) async fn request_cancel(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpRequestCancel<'_>,
-) -> Res<u64> {
-    let done = sqlx::query(REQUEST_CANCEL)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.token)
-        .execute(ex)
-        .await?;
-    Ok(done.rows_affected())
+fn ms(d: std::time::Duration) -> Value {
+    int(millis(d))
 }
 
-pub(crate) async fn get(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    job_type: &str,
-    op_key: &str,
-) -> Res<Option<Snapshot>> {
-    let row = sqlx::query(GET)
-        .bind(offset)
-        .bind(job_type)
-        .bind(op_key)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(snapshot_from_row).transpose()
-}
-
-pub(crate) async fn list(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpList<'_>,
-) -> Res<Vec<Record>> {
-    let rows = sqlx::query(LIST)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.state.map(|s| s.as_str()))
-        .bind(p.lease_expired)
-        .bind(p.limit.map_or(-1, i64::from))
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(record_from_row).collect()
-}
-
-pub(crate) async fn purge(ex: &mut SqliteConnection, offset: i64, p: &OpPurge<'_>) -> Res<u64> {
-    let done = sqlx::query(PURGE)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(millis(p.older_than))
-        .execute(ex)
-        .await?;
-    Ok(done.rows_affected())
-}
-
-/// Deletes the audit rows whose record is gone; returns how many.
-pub(crate) async fn purge_audit(ex: &mut SqliteConnection, job_type: Option<&str>) -> Res<u64> {
-    let done = sqlx::query(PURGE_AUDIT).bind(job_type).execute(ex).await?;
-    Ok(done.rows_affected())
-}
-
-/// Returns the affected-row count: 1 inserted, 0 the record existed.
-pub(crate) async fn enqueue(ex: &mut SqliteConnection, offset: i64, p: &OpEnqueue<'_>) -> Res<u64> {
-    let done = sqlx::query(ENQUEUE)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.fingerprint)
-        .bind(p.payload)
-        .bind(p.delay.map_or(0, millis))
-        .execute(ex)
-        .await?;
-    Ok(done.rows_affected())
-}
-
-pub(crate) async fn claim_batch(
-    ex: &mut SqliteConnection,
-    offset: i64,
-    p: &OpClaimBatch<'_>,
-) -> Res<Vec<(Record, Claim)>> {
-    let rows = sqlx::query(CLAIM_BATCH)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.owner)
-        .bind(millis(p.lease))
-        .bind(i64::from(p.limit))
-        .fetch_all(ex)
-        .await?;
-    rows.iter()
-        .map(|r| Ok((record_from_row(r)?, claim_from_row(r)?)))
-        .collect()
-}
-
-pub(crate) async fn now(ex: &mut SqliteConnection, offset: i64) -> Res<DbTime> {
-    let row = sqlx::query(NOW).bind(offset).fetch_one(ex).await?;
-    Ok(DbTime(row.try_get("now")?))
-}
-
-/// Returns the affected-row count: 1 appended.
-pub(crate) async fn audit(ex: &mut SqliteConnection, offset: i64, p: &OpAudit<'_>) -> Res<u64> {
-    let done = sqlx::query(AUDIT)
-        .bind(offset)
-        .bind(p.job_type)
-        .bind(p.op_key)
-        .bind(p.event.as_str())
-        .bind(p.actor)
-        .bind(p.token)
-        .bind(p.from.map(|s| s.as_str()))
-        .bind(p.to.map(|s| s.as_str()))
-        .bind(p.detail)
-        .execute(ex)
-        .await?;
-    Ok(done.rows_affected())
-}
-
-pub(crate) async fn history(
-    ex: &mut SqliteConnection,
-    job_type: &str,
-    op_key: &str,
-) -> Res<Vec<AuditEvent>> {
-    let rows = sqlx::query(HISTORY)
-        .bind(job_type)
-        .bind(op_key)
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(audit_from_row).collect()
-}
-
-/// Applies the migrations not yet recorded in `onceonly_migrations`.
-pub(crate) async fn migrate(conn: &mut SqliteConnection, migrations: &[Migration]) -> Res<()> {
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS onceonly_migrations (
-             version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    )
-    .execute(&mut *conn)
-    .await?;
-    for m in migrations {
-        let applied = sqlx::query("SELECT version FROM onceonly_migrations WHERE version = ?1")
-            .bind(m.version)
-            .fetch_optional(&mut *conn)
-            .await?;
-        if applied.is_some() {
-            continue;
-        }
-        conn.execute(m.sql).await?;
-        sqlx::query("INSERT INTO onceonly_migrations (version, name, applied_at) VALUES (?1, ?2, datetime('now'))")
-            .bind(m.version)
-            .bind(m.name)
-            .execute(&mut *conn)
-            .await?;
+/// `offset` is the clock shift every query takes as `?1` (see
+/// [`onceonly::ClockOffset`]).
+pub(crate) fn claim(offset: i64, p: &OpClaim<'_>) -> Query {
+    Query {
+        sql: CLAIM,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            text(p.owner),
+            text(p.fingerprint),
+            opt_text(p.payload),
+            ms(p.lease),
+        ],
     }
-    Ok(())
+}
+
+pub(crate) fn take_over(offset: i64, p: &OpTakeOver<'_>) -> Query {
+    Query {
+        sql: TAKE_OVER,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            int(p.stale_token),
+            text(p.to.as_str()),
+            text(p.owner),
+            ms(p.lease),
+            text(p.reason),
+        ],
+    }
+}
+
+/// Affects 1 row when moved, 0 when not ours or not in `from`.
+pub(crate) fn move_op(offset: i64, p: &OpMove<'_>) -> Query {
+    Query {
+        sql: MOVE,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            int(p.token),
+            text(p.from.as_str()),
+            text(p.to.as_str()),
+            opt_text(p.external_ref),
+            opt_text(p.result),
+            opt_text(p.error),
+            int(i64::from(p.unless_cancel_requested)),
+            int(p.retry_after.map_or(0, millis)),
+        ],
+    }
+}
+
+pub(crate) fn heartbeat(offset: i64, p: &OpHeartbeat<'_>) -> Query {
+    Query {
+        sql: HEARTBEAT,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            int(p.token),
+            ms(p.lease),
+        ],
+    }
+}
+
+pub(crate) fn request_cancel(offset: i64, p: &OpRequestCancel<'_>) -> Query {
+    Query {
+        sql: REQUEST_CANCEL,
+        args: vec![int(offset), text(p.job_type), text(p.op_key), int(p.token)],
+    }
+}
+
+pub(crate) fn get(offset: i64, job_type: &str, op_key: &str) -> Query {
+    Query {
+        sql: GET,
+        args: vec![int(offset), text(job_type), text(op_key)],
+    }
+}
+
+pub(crate) fn list(offset: i64, p: &OpList<'_>) -> Query {
+    Query {
+        sql: LIST,
+        args: vec![
+            int(offset),
+            opt_text(p.job_type),
+            opt_text(p.state.map(|s| s.as_str())),
+            int(i64::from(p.lease_expired)),
+            int(p.limit.map_or(-1, i64::from)),
+        ],
+    }
+}
+
+pub(crate) fn purge(offset: i64, p: &OpPurge<'_>) -> Query {
+    Query {
+        sql: PURGE,
+        args: vec![int(offset), opt_text(p.job_type), ms(p.older_than)],
+    }
+}
+
+/// Deletes the audit rows whose record is gone.
+pub(crate) fn purge_audit(job_type: Option<&str>) -> Query {
+    Query {
+        sql: PURGE_AUDIT,
+        args: vec![opt_text(job_type)],
+    }
+}
+
+/// Affects 1 row when inserted, 0 when the record existed.
+pub(crate) fn enqueue(offset: i64, p: &OpEnqueue<'_>) -> Query {
+    Query {
+        sql: ENQUEUE,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            text(p.fingerprint),
+            opt_text(p.payload),
+            int(p.delay.map_or(0, millis)),
+        ],
+    }
+}
+
+pub(crate) fn claim_batch(offset: i64, p: &OpClaimBatch<'_>) -> Query {
+    Query {
+        sql: CLAIM_BATCH,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.owner),
+            ms(p.lease),
+            int(i64::from(p.limit)),
+        ],
+    }
+}
+
+pub(crate) fn now(offset: i64) -> Query {
+    Query {
+        sql: NOW,
+        args: vec![int(offset)],
+    }
+}
+
+/// Affects 1 row: appended.
+pub(crate) fn audit(offset: i64, p: &OpAudit<'_>) -> Query {
+    Query {
+        sql: AUDIT,
+        args: vec![
+            int(offset),
+            text(p.job_type),
+            text(p.op_key),
+            text(p.event.as_str()),
+            text(p.actor),
+            int(p.token),
+            opt_text(p.from.map(|s| s.as_str())),
+            opt_text(p.to.map(|s| s.as_str())),
+            opt_text(p.detail),
+        ],
+    }
+}
+
+pub(crate) fn history(job_type: &str, op_key: &str) -> Query {
+    Query {
+        sql: HISTORY,
+        args: vec![text(job_type), text(op_key)],
+    }
 }

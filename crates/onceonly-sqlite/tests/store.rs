@@ -33,6 +33,18 @@ async fn the_file_is_in_wal_mode_with_normal_sync() {
         sync, 1,
         "synchronous=NORMAL (1): a process crash loses nothing committed"
     );
+    // The store's own connection is set apart from the pool's.
+    assert_eq!(store.pragma("journal_mode").await.unwrap(), "wal");
+    assert_eq!(store.pragma("synchronous").await.unwrap(), "1");
+}
+
+#[tokio::test]
+async fn an_in_memory_url_is_refused_by_name() {
+    let err = SqliteStore::connect("sqlite::memory:").await.unwrap_err();
+    assert!(
+        err.to_string().contains("in-memory"),
+        "the error says why: {err}"
+    );
 }
 
 #[tokio::test]

@@ -35,6 +35,9 @@ pub struct Args {
     /// Only these stores (sqlite, postgres).
     #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
     stores: Vec<String>,
+    /// Only these effects (keyed, local).
+    #[arg(long, value_delimiter = ',', default_value = "keyed,local")]
+    effects: Vec<String>,
     /// Only these concurrencies.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
@@ -134,6 +137,9 @@ async fn measure_all<T: BenchTarget>(
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
     for effect in ["keyed", "local"] {
+        if !args.effects.iter().any(|e| e == effect) {
+            continue;
+        }
         for &concurrency in &args.concurrency {
             let prefix = format!("{effect}-c{concurrency}");
             let raw = timed(args.ops, concurrency, |i| {

@@ -1,5 +1,8 @@
 //! The databases the bench runs on, each with its raw baseline: the store's
-//! own claim and completion SQL, bound the same way, run straight on the pool.
+//! own claim and completion SQL, bound the same way, run straight on a
+//! connection, on the driver the guard uses for that effect (SQLite keyed:
+//! rusqlite, like the store's own connection; local effects: sqlx, the
+//! user's transaction; PostgreSQL: sqlx).
 
 use std::future::Future;
 
@@ -38,6 +41,9 @@ pub trait BenchTarget: Sync {
 /// SQLite on a fresh temporary file.
 pub struct SqliteTarget {
     store: SqliteStore,
+    /// The raw keyed baseline's connection: statements run inline, one
+    /// autocommit each, the fastest way to run them by hand.
+    raw: std::sync::Mutex<rusqlite::Connection>,
     _dir: tempfile::TempDir,
 }
 
@@ -50,7 +56,14 @@ impl SqliteTarget {
         sqlx::query("CREATE TABLE bench_effects (op_key TEXT PRIMARY KEY)")
             .execute(store.pool())
             .await?;
-        Ok(Self { store, _dir: dir })
+        let raw = rusqlite::Connection::open(dir.path().join("bench.db"))?;
+        raw.busy_timeout(std::time::Duration::from_secs(30))?;
+        raw.pragma_update(None, "synchronous", "NORMAL")?;
+        Ok(Self {
+            store,
+            raw: std::sync::Mutex::new(raw),
+            _dir: dir,
+        })
     }
 }
 
@@ -63,9 +76,35 @@ impl BenchTarget for SqliteTarget {
     }
 
     async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
-        let pool = self.store.pool();
-        let token = sqlite_claim(pool, key).await?;
-        let done = sqlite_complete(pool, key, token).await?;
+        let raw = self.raw.lock().expect("a raw baseline panicked");
+        let none = Payload::none();
+        let token: i64 = raw.prepare_cached(onceonly_sqlite::sql::CLAIM)?.query_row(
+            rusqlite::params![
+                0_i64,
+                "bench_raw",
+                key,
+                "bench",
+                &none.fingerprint,
+                None::<String>,
+                LEASE_MS
+            ],
+            |row| row.get("token"),
+        )?;
+        let done = raw
+            .prepare_cached(onceonly_sqlite::sql::MOVE)?
+            .execute(rusqlite::params![
+                0_i64,
+                "bench_raw",
+                key,
+                token,
+                "claimed",
+                "completed",
+                None::<String>,
+                Some("null"),
+                None::<String>,
+                true,
+                0_i64
+            ])?;
         anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
         Ok(())
     }
