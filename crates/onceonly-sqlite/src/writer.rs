@@ -143,3 +143,81 @@ fn in_savepoint<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with_table() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER NOT NULL)")
+            .unwrap();
+        (dir, path)
+    }
+
+    fn rows(path: &Path) -> Vec<i64> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        let xs = stmt.query_map([], |r| r.get(0)).unwrap();
+        xs.collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failing_call_undoes_only_its_own_writes() {
+        let (_dir, path) = file_with_table();
+        let writer = Writer::open(&path, Duration::from_secs(5)).unwrap();
+        // Sent together, so most share a transaction with the failing one.
+        let calls: Vec<_> = (0..50_i64)
+            .map(|x| {
+                let writer = writer.clone();
+                tokio::spawn(async move {
+                    writer
+                        .call(move |c| {
+                            c.execute("INSERT INTO t (x) VALUES (?1)", [x])?;
+                            if x == 25 {
+                                c.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+                            }
+                            Ok(x)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for call in calls {
+            results.push(call.await.unwrap());
+        }
+        let failed: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+        assert_eq!(failed.len(), 1, "only the bad call fails: {results:?}");
+        assert!(failed[0]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("no_such_table"));
+        let expected: Vec<i64> = (0..50).filter(|x| *x != 25).collect();
+        assert_eq!(rows(&path), expected, "every other call's row is committed");
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_another_connections_write_lock() {
+        let (_dir, path) = file_with_table();
+        let writer = Writer::open(&path, Duration::from_secs(10)).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (x) VALUES (1)")
+            .unwrap();
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            other.execute_batch("COMMIT").unwrap();
+        });
+        let wrote = writer
+            .call(|c| c.execute("INSERT INTO t (x) VALUES (2)", []))
+            .await;
+        holder.join().unwrap();
+        assert_eq!(wrote.unwrap(), 1, "the call waited instead of failing busy");
+        assert_eq!(rows(&path), vec![1, 2]);
+    }
+}

@@ -57,3 +57,50 @@ async fn migrate_twice_changes_nothing() {
         .unwrap();
     assert_eq!(applied, onceonly_sqlite::MIGRATIONS.len() as i64);
 }
+
+#[tokio::test]
+async fn migrating_a_version_2_file_keeps_every_record() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("v2.db").display());
+    // The file as version 2 left it, with one finished record.
+    let mut conn = sqlx::SqliteConnection::connect(&format!("{url}?mode=rwc"))
+        .await
+        .unwrap();
+    conn.execute(
+        "CREATE TABLE onceonly_migrations (
+             version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .await
+    .unwrap();
+    for m in &onceonly_sqlite::MIGRATIONS[..2] {
+        conn.execute(m.sql).await.unwrap();
+        sqlx::query("INSERT INTO onceonly_migrations VALUES (?1, ?2, 'then')")
+            .bind(m.version)
+            .bind(m.name)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO onceonly_ops (job_type, op_key, state, token, attempts, fingerprint,
+                                   result, created_at, updated_at, completed_at)
+         VALUES ('mail', 'order-7', 'completed', 3, 2, 'fp', '{\"sent\":true}', 1, 2, 2)",
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let snap = store.op_get("mail", "order-7").await.unwrap().unwrap();
+    assert_eq!(snap.record.state, onceonly::State::Completed);
+    assert_eq!((snap.record.token, snap.record.attempts), (3, 2));
+    assert_eq!(snap.record.result.as_deref(), Some("{\"sent\":true}"));
+    let table: String =
+        sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'onceonly_ops'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(table.contains("WITHOUT ROWID"), "{table}");
+}
