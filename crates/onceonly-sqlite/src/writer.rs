@@ -105,7 +105,7 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
                 Err(_) => break,
             }
         }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = run(conn, "BEGIN IMMEDIATE") {
             let why = format!("could not start a transaction: {e}");
             for call in group.drain(..) {
                 call(None)(Err(&why));
@@ -113,7 +113,7 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
             continue;
         }
         let finishes: Vec<Finish> = group.drain(..).map(|call| call(Some(conn))).collect();
-        match conn.execute_batch("COMMIT") {
+        match run(conn, "COMMIT") {
             Ok(()) => finishes.into_iter().for_each(|finish| finish(Ok(()))),
             Err(e) => {
                 // A failed COMMIT may leave the transaction open; end it so
@@ -126,15 +126,20 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
     }
 }
 
+/// One statement without arguments, prepared once per connection.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 /// Runs `f` so that its writes are undone if it fails, keeping the group's.
 fn in_savepoint<T>(
     conn: &Connection,
     f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
-    conn.prepare_cached("SAVEPOINT call")?.execute([])?;
+    run(conn, "SAVEPOINT call")?;
     match f(conn) {
         Ok(value) => {
-            conn.prepare_cached("RELEASE call")?.execute([])?;
+            run(conn, "RELEASE call")?;
             Ok(value)
         }
         Err(e) => {

@@ -4,8 +4,9 @@
 //! the store crates.
 #![forbid(unsafe_code)]
 
-use onceonly::{DbTime, Error, Record, Snapshot, State};
-use sqlx::{ColumnIndex, Database, Decode, Row, Type};
+use onceonly::columns::{self, Columns};
+use onceonly::{Error, Record, Snapshot};
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// One embedded migration: its number, its name and its SQL.
 #[derive(Debug, Clone, Copy)]
@@ -50,19 +51,57 @@ pub fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A sqlx row as [`Columns`], for the shared decoders.
+struct SqlxRow<'r, R>(&'r R);
+
+impl<'r, R> Columns for SqlxRow<'r, R>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    bool: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    type Error = sqlx::Error;
+
+    fn int(&self, col: &'static str) -> Result<i64, sqlx::Error> {
+        self.0.try_get(col)
+    }
+
+    fn opt_int(&self, col: &'static str) -> Result<Option<i64>, sqlx::Error> {
+        self.0.try_get(col)
+    }
+
+    fn flag(&self, col: &'static str) -> Result<bool, sqlx::Error> {
+        self.0.try_get(col)
+    }
+
+    fn text(&self, col: &'static str) -> Result<String, sqlx::Error> {
+        self.0.try_get(col)
+    }
+
+    fn opt_text(&self, col: &'static str) -> Result<Option<String>, sqlx::Error> {
+        self.0.try_get(col)
+    }
+
+    fn invalid(&self, col: &'static str, why: Error) -> sqlx::Error {
+        sqlx::Error::ColumnDecode {
+            index: col.to_owned(),
+            source: Box::new(why),
+        }
+    }
+}
+
 /// Decodes a `claim`-shaped row (`token, attempts, claimed_at, lease_until`).
 pub fn claim_from_row<'r, R>(row: &'r R) -> Result<onceonly::store::Claim, sqlx::Error>
 where
     R: Row,
     &'static str: ColumnIndex<R>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
+    bool: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    Ok(onceonly::store::Claim {
-        token: row.try_get("token")?,
-        attempts: row.try_get("attempts")?,
-        claimed_at: DbTime(row.try_get("claimed_at")?),
-        lease_until: DbTime(row.try_get("lease_until")?),
-    })
+    columns::claim(&SqlxRow(row))
 }
 
 /// Decodes a full record row (every column of the ops table).
@@ -73,34 +112,8 @@ where
     i64: Decode<'r, R::Database> + Type<R::Database>,
     bool: Decode<'r, R::Database> + Type<R::Database>,
     String: Decode<'r, R::Database> + Type<R::Database>,
-    <R as Row>::Database: Database,
 {
-    let time = |col: &'static str| -> Result<Option<DbTime>, sqlx::Error> {
-        Ok(row.try_get::<Option<i64>, _>(col)?.map(DbTime))
-    };
-    let state: String = row.try_get("state")?;
-    Ok(Record {
-        job_type: row.try_get("job_type")?,
-        op_key: row.try_get("op_key")?,
-        state: state
-            .parse::<State>()
-            .map_err(|e| sqlx::Error::Decode(e.to_string().into()))?,
-        token: row.try_get("token")?,
-        owner: row.try_get("owner")?,
-        attempts: row.try_get("attempts")?,
-        fingerprint: row.try_get("fingerprint")?,
-        payload: row.try_get("payload")?,
-        external_ref: row.try_get("external_ref")?,
-        result: row.try_get("result")?,
-        cancel_requested: row.try_get("cancel_requested")?,
-        error: row.try_get("error")?,
-        due_at: time("due_at")?,
-        claimed_at: time("claimed_at")?,
-        lease_until: time("lease_until")?,
-        created_at: DbTime(row.try_get("created_at")?),
-        updated_at: DbTime(row.try_get("updated_at")?),
-        completed_at: time("completed_at")?,
-    })
+    columns::record(&SqlxRow(row))
 }
 
 /// Decodes a record row that also carries the database's `now`.
@@ -112,10 +125,7 @@ where
     bool: Decode<'r, R::Database> + Type<R::Database>,
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    Ok(Snapshot {
-        record: record_from_row(row)?,
-        now: DbTime(row.try_get("now")?),
-    })
+    columns::snapshot(&SqlxRow(row))
 }
 
 /// Decodes an audit trail row.
@@ -124,25 +134,8 @@ where
     R: Row,
     &'static str: ColumnIndex<R>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
+    bool: Decode<'r, R::Database> + Type<R::Database>,
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let decode = |e: Error| sqlx::Error::Decode(e.to_string().into());
-    let state = |col: &'static str| -> Result<Option<State>, sqlx::Error> {
-        row.try_get::<Option<String>, _>(col)?
-            .map(|s| s.parse::<State>().map_err(decode))
-            .transpose()
-    };
-    let event: String = row.try_get("event")?;
-    Ok(onceonly::AuditEvent {
-        id: row.try_get("id")?,
-        job_type: row.try_get("job_type")?,
-        op_key: row.try_get("op_key")?,
-        at: DbTime(row.try_get("at")?),
-        event: event.parse().map_err(decode)?,
-        actor: row.try_get("actor")?,
-        token: row.try_get("token")?,
-        from_state: state("from_state")?,
-        to_state: state("to_state")?,
-        detail: row.try_get("detail")?,
-    })
+    columns::audit_event(&SqlxRow(row))
 }

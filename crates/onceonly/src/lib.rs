@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+pub mod columns;
 pub mod db_url;
 mod effect;
 mod error;
