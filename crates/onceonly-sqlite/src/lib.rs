@@ -141,7 +141,7 @@ impl SqliteStore {
     /// A `PRAGMA`'s value as the store's own connection sees it.
     pub async fn pragma(&self, name: &'static str) -> Result<String> {
         self.writer
-            .call(move |c| {
+            .read(move |c| {
                 c.pragma_query_value(None, name, |row| {
                     Ok(match row.get_ref(0)? {
                         rusqlite::types::ValueRef::Integer(i) => i.to_string(),
@@ -317,7 +317,7 @@ impl Store for SqliteStore {
     async fn op_list(&self, p: &OpList<'_>) -> Result<Vec<Record>> {
         let q = queries::list(self.offset(), p);
         self.writer
-            .call(move |c| direct::all(c, &q, direct::record))
+            .read(move |c| direct::all(c, &q, direct::record))
             .await
     }
 
@@ -390,7 +390,7 @@ impl Store for SqliteStore {
     async fn op_history(&self, job_type: &str, op_key: &str) -> Result<Vec<AuditEvent>> {
         let q = queries::history(job_type, op_key);
         self.writer
-            .call(move |c| direct::all(c, &q, direct::audit_event))
+            .read(move |c| direct::all(c, &q, direct::audit_event))
             .await
     }
 

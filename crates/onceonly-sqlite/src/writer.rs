@@ -22,9 +22,18 @@ const MAX_GROUP: usize = 256;
 
 /// Tells a caller how the group's commit went.
 type Finish = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
-/// One call: run on the connection (`None`: the transaction could not
-/// start), then finish once the group's fate is known.
-type Call = Box<dyn FnOnce(Option<&Connection>) -> Finish + Send>;
+
+/// Runs on the connection inside the group's transaction (`None`: it could
+/// not start), then finishes once the group's fate is known.
+type Write = Box<dyn FnOnce(Option<&Connection>) -> Finish + Send>;
+
+enum Call {
+    /// A call that may write.
+    Write(Write),
+    /// Run after the group, outside any transaction, so that a long read
+    /// (a listing) does not hold the file's write lock.
+    Read(Box<dyn FnOnce(&Connection) + Send>),
+}
 
 /// A handle on the writer thread; clones share it, and the thread ends when
 /// the last handle is dropped.
@@ -71,7 +80,7 @@ impl Writer {
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel::<Result<T>>();
-        let call: Call = Box::new(move |conn| {
+        let call = Call::Write(Box::new(move |conn| {
             // Not run (`None`) only when the transaction could not start,
             // and then the finish is told why.
             let outcome = conn.map(|conn| in_savepoint(conn, f));
@@ -85,7 +94,25 @@ impl Writer {
                 // The caller may have gone (its future dropped): nothing to tell.
                 let _ = reply.send(answer);
             })
-        });
+        }));
+        self.send(call, answer).await
+    }
+
+    /// Runs the read-only `f` on the writer's connection, outside any
+    /// transaction (each statement sees the file as last committed).
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel::<Result<T>>();
+        let call = Call::Read(Box::new(move |conn| {
+            let _ = reply.send(f(conn).map_err(|e| Error::Database(e.to_string())));
+        }));
+        self.send(call, answer).await
+    }
+
+    async fn send<T>(&self, call: Call, answer: oneshot::Receiver<Result<T>>) -> Result<T> {
         let stopped =
             || Error::Database(format!("the SQLite writer for {} has stopped", self.path));
         self.calls.send(call).map_err(|_| stopped())?;
@@ -93,35 +120,47 @@ impl Writer {
     }
 }
 
-/// The thread: take every call waiting, run them in one transaction, commit,
-/// then answer them all.
+/// The thread: take every call waiting, run the writes in one transaction,
+/// commit, answer them all, then run the reads.
 fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
     let mut group = Vec::with_capacity(MAX_GROUP);
+    let mut reads = Vec::new();
     while let Ok(first) = queue.recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(call) => group.push(call),
-                Err(_) => break,
+        let mut next = Some(first);
+        while let Some(call) = next {
+            match call {
+                Call::Write(write) => group.push(write),
+                Call::Read(read) => reads.push(read),
             }
+            next = (group.len() < MAX_GROUP)
+                .then(|| queue.try_recv().ok())
+                .flatten();
         }
-        if let Err(e) = run(conn, "BEGIN IMMEDIATE") {
-            let why = format!("could not start a transaction: {e}");
-            for call in group.drain(..) {
-                call(None)(Err(&why));
-            }
-            continue;
+        if !group.is_empty() {
+            write_group(conn, &mut group);
         }
-        let finishes: Vec<Finish> = group.drain(..).map(|call| call(Some(conn))).collect();
-        match run(conn, "COMMIT") {
-            Ok(()) => finishes.into_iter().for_each(|finish| finish(Ok(()))),
-            Err(e) => {
-                // A failed COMMIT may leave the transaction open; end it so
-                // the next group starts clean.
-                let _ = conn.execute_batch("ROLLBACK");
-                let why = format!("commit failed, nothing of this call was written: {e}");
-                finishes.into_iter().for_each(|finish| finish(Err(&why)));
-            }
+        reads.drain(..).for_each(|read| read(conn));
+    }
+}
+
+/// Runs the calls in one transaction and answers them once it committed.
+fn write_group(conn: &Connection, group: &mut Vec<Write>) {
+    if let Err(e) = run(conn, "BEGIN IMMEDIATE") {
+        let why = format!("could not start a transaction: {e}");
+        for call in group.drain(..) {
+            call(None)(Err(&why));
+        }
+        return;
+    }
+    let finishes: Vec<Finish> = group.drain(..).map(|call| call(Some(conn))).collect();
+    match run(conn, "COMMIT") {
+        Ok(()) => finishes.into_iter().for_each(|finish| finish(Ok(()))),
+        Err(e) => {
+            // A failed COMMIT may leave the transaction open; end it so
+            // the next group starts clean.
+            let _ = conn.execute_batch("ROLLBACK");
+            let why = format!("commit failed, nothing of this call was written: {e}");
+            finishes.into_iter().for_each(|finish| finish(Err(&why)));
         }
     }
 }
@@ -224,5 +263,27 @@ mod tests {
         holder.join().unwrap();
         assert_eq!(wrote.unwrap(), 1, "the call waited instead of failing busy");
         assert_eq!(rows(&path), vec![1, 2]);
+    }
+
+    #[tokio::test]
+    async fn a_read_runs_outside_the_write_lock() {
+        let (_dir, path) = file_with_table();
+        let writer = Writer::open(&path, Duration::from_millis(100)).unwrap();
+        let other = Connection::open(&path).unwrap();
+        // Another connection holds the write lock for longer than the
+        // writer's busy timeout: a write fails busy, a read goes through.
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (x) VALUES (1)")
+            .unwrap();
+        let read = writer
+            .read(|c| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)))
+            .await;
+        let write = writer
+            .call(|c| c.execute("INSERT INTO t (x) VALUES (2)", []))
+            .await;
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(read.unwrap(), 0, "the read saw the last commit");
+        let busy = write.unwrap_err().to_string();
+        assert!(busy.contains("locked") || busy.contains("busy"), "{busy}");
     }
 }
