@@ -20,6 +20,9 @@ use tokio::sync::oneshot;
 /// Calls sharing one transaction at most; bounds how long one commit waits.
 const MAX_GROUP: usize = 256;
 
+/// How long the thread looks for the next call before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+
 /// Tells a caller how the group's commit went.
 type Finish = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
 
@@ -125,7 +128,7 @@ impl Writer {
 fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut reads = Vec::new();
-    while let Ok(first) = queue.recv() {
+    while let Ok(first) = next_call(queue) {
         let mut next = Some(first);
         while let Some(call) = next {
             match call {
@@ -140,6 +143,23 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
             write_group(conn, &mut group);
         }
         reads.drain(..).for_each(|read| read(conn));
+    }
+}
+
+/// The next call, looking for a short while before sleeping: a caller's
+/// next call often follows its answer within microseconds, and a thread
+/// that sleeps costs a wake-up on both sides.
+fn next_call(queue: &mpsc::Receiver<Call>) -> std::result::Result<Call, mpsc::RecvError> {
+    let spin_until = std::time::Instant::now() + SPIN;
+    loop {
+        match queue.try_recv() {
+            Ok(call) => return Ok(call),
+            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
+            Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < spin_until => {
+                std::thread::yield_now();
+            }
+            Err(mpsc::TryRecvError::Empty) => return queue.recv(),
+        }
     }
 }
 
