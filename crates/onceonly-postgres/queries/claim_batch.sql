@@ -5,8 +5,12 @@
 -- the UPDATE's FROM, the planner could rescan it once per queued row (nested
 -- loop, no statistics yet), each rescan skipping the rows it had just claimed
 -- and locking more, so LIMIT 1 claimed the whole queue.
+-- The update takes the locked rows by their tuple ids (`ctid = ANY(ARRAY(..))`,
+-- one TID scan, whatever the statistics say). Joined to the CTE instead, the
+-- planner hashed every queued row of the table, of every job type, on every
+-- claim. The ids are stable: the rows stay locked until the statement commits.
 WITH due AS MATERIALIZED (
-    SELECT job_type, op_key FROM onceonly.ops AS q
+    SELECT ctid FROM onceonly.ops AS q
     WHERE q.job_type = $2 AND q.state = 'queued' AND q.due_at <= ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1)
     ORDER BY q.due_at
     LIMIT $5::bigint
@@ -15,7 +19,7 @@ WITH due AS MATERIALIZED (
 UPDATE onceonly.ops SET
     state = 'claimed', token = ops.token + 1, owner = $3, attempts = ops.attempts + 1,
     claimed_at = ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1), lease_until = ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1) + $4::bigint, updated_at = ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1)
-FROM due
-WHERE ops.job_type = due.job_type AND ops.op_key = due.op_key
+WHERE ops.ctid = ANY(ARRAY(SELECT ctid FROM due))
+  AND ops.job_type = $2
   AND ops.state = 'queued'
 RETURNING ops.*

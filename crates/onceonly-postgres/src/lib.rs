@@ -332,11 +332,14 @@ impl Store for PgStore {
     }
 
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
-        let mut conn = self.conn().await?;
-        self.queries
-            .complete_batch(&mut conn, self.offset(), p)
+        let mut tx = self.begin().await?;
+        let completed = self
+            .queries
+            .complete_batch(&mut tx, self.offset(), p)
             .await
-            .map_err(self.err())
+            .map_err(self.err())?;
+        Self::commit(tx).await?;
+        Ok(completed)
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {

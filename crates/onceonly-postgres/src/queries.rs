@@ -29,6 +29,7 @@ const PURGE_AUDIT: &str = include_str!("../queries/purge_audit.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
 const CLAIM_BATCH: &str = include_str!("../queries/claim_batch.sql");
 const COMPLETE_BATCH: &str = include_str!("../queries/complete_batch.sql");
+const NO_NESTED_LOOP: &str = include_str!("../queries/no_nested_loop.sql");
 const NOW: &str = include_str!("../queries/now.sql");
 const AUDIT: &str = include_str!("../queries/audit.sql");
 const HISTORY: &str = include_str!("../queries/history.sql");
@@ -181,7 +182,8 @@ impl Queries {
         Ok(done.rows_affected())
     }
 
-    /// Returns the keys completed.
+    /// Returns the keys completed. `ex` must be in a transaction of its own
+    /// (the statement's plan is pinned with `SET LOCAL`).
     pub(crate) async fn complete_batch(
         &self,
         ex: &mut PgConnection,
@@ -192,6 +194,7 @@ impl Queries {
         let tokens: Vec<i64> = p.items.iter().map(|c| c.token).collect();
         let refs: Vec<Option<&str>> = p.items.iter().map(|c| c.external_ref).collect();
         let results: Vec<&str> = p.items.iter().map(|c| c.result).collect();
+        sqlx::query(NO_NESTED_LOOP).execute(&mut *ex).await?;
         let rows = sqlx::query(&self.complete_batch)
             .bind(offset)
             .bind(p.job_type)
