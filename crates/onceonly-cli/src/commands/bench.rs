@@ -50,6 +50,12 @@ pub struct Args {
     /// Relay batch sizes to measure (1 = no batching).
     #[arg(long, value_delimiter = ',', default_value = "1,500")]
     batches: Vec<u32>,
+    /// Relay destinations to measure (noop, http).
+    #[arg(long, value_delimiter = ',', default_value = "noop,http")]
+    destinations: Vec<String>,
+    /// Concurrent claim loops of the relay and of its raw baseline.
+    #[arg(long, default_value_t = 4)]
+    relay_workers: usize,
 }
 
 /// One measured line.
@@ -113,12 +119,11 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
         match store.as_str() {
             "sqlite" => {
                 let target = SqliteTarget::new(args.sqlite_connections).await?;
-                relay::measure(&target, args.ops, &args.batches, args.json).await?;
+                relay::measure(&target, &relay_args(args)).await?;
             }
             "postgres" => match PgTarget::new(pg_url).await {
                 Ok(target) => {
-                    let measured =
-                        relay::measure(&target, args.ops, &args.batches, args.json).await;
+                    let measured = relay::measure(&target, &relay_args(args)).await;
                     target.drop_schema().await;
                     measured?;
                 }
@@ -129,6 +134,16 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
     }
     println!("peak memory (VmHWM): {:.1} MiB", peak_rss_mib());
     Ok(ExitCode::SUCCESS)
+}
+
+fn relay_args(args: &Args) -> relay::RelayArgs<'_> {
+    relay::RelayArgs {
+        ops: args.ops,
+        batches: &args.batches,
+        destinations: &args.destinations,
+        workers: args.relay_workers,
+        json: args.json,
+    }
 }
 
 async fn measure_all<T: BenchTarget>(

@@ -16,7 +16,19 @@ use serde::Serialize;
 
 use super::targets::BenchTarget;
 
-const WORKERS: usize = 4;
+/// What `bench --relay` measures.
+pub struct RelayArgs<'a> {
+    /// Operations per batched measurement (a fifth of it unbatched).
+    pub ops: usize,
+    /// Batch sizes (1 = no batching).
+    pub batches: &'a [u32],
+    /// Destinations: `noop`, `http`.
+    pub destinations: &'a [String],
+    /// Claim loops of the relay and of the raw baseline.
+    pub workers: usize,
+    /// One JSON object per line.
+    pub json: bool,
+}
 
 /// One measured relay line.
 #[derive(Serialize)]
@@ -24,6 +36,7 @@ pub struct RelayRow {
     store: &'static str,
     destination: &'static str,
     batch: u32,
+    workers: usize,
     ops: usize,
     ops_per_s: f64,
     claim_to_done_p50_ms: f64,
@@ -35,18 +48,14 @@ pub struct RelayRow {
 }
 
 /// Measures the relay on `store` for each destination and batch size.
-pub async fn measure<T: BenchTarget>(
-    target: &T,
-    ops: usize,
-    batches: &[u32],
-    json: bool,
-) -> anyhow::Result<()> {
-    if !json {
+pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow::Result<()> {
+    if !args.json {
         println!(
-            "{:<9} {:<6} {:>5} {:>7} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6}",
+            "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6}",
             "store",
             "dest",
             "batch",
+            "wk",
             "ops",
             "relay/s",
             "c→d p50",
@@ -61,23 +70,35 @@ pub async fn measure<T: BenchTarget>(
     let http = HttpDestination::new(&server.base_url(), Duration::from_secs(5))?;
     let noop =
         EffectFn(|ctx: EffectCtx| async move { EffectOutcome::done_with_ref(ctx.idempotency_key) });
-    for &batch in batches {
+    let workers = args.workers.max(1);
+    for &batch in args.batches {
         // Unbatched runs are slower: fewer operations keep the run short.
-        let n = if batch > 1 { ops } else { ops / 5 };
-        for destination in ["noop", "http"] {
+        let n = if batch > 1 { args.ops } else { args.ops / 5 };
+        for destination in args.destinations {
+            let destination: &'static str = match destination.as_str() {
+                "noop" => "noop",
+                "http" => "http",
+                other => anyhow::bail!("--destinations: unknown {other:?}; noop or http"),
+            };
             let job = format!("relay_{destination}_{batch}_{}", std::process::id());
             let (relay_s, records) = match destination {
-                "noop" => drain(target, &job, n, batch, &noop).await?,
-                _ => drain(target, &job, n, batch, &http).await?,
+                "noop" => drain(target, &job, n, batch, workers, &noop).await?,
+                _ => drain(target, &job, n, batch, workers, &http).await?,
             };
-            let raw_s = raw(target, &format!("{job}_raw"), n, batch).await?;
-            let row = row(T::NAME, destination, batch, n, relay_s, raw_s, &records);
-            if json {
+            let raw_s = raw(target, &format!("{job}_raw"), n, batch, workers).await?;
+            let row = row(
+                T::NAME,
+                destination,
+                (batch, workers, n),
+                (relay_s, raw_s),
+                &records,
+            );
+            if args.json {
                 println!("{}", serde_json::to_string(&row)?);
             } else {
                 println!(
-                    "{:<9} {:<6} {:>5} {:>7} {:>10.0} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.0} {:>6.2}",
-                    row.store, row.destination, row.batch, row.ops, row.ops_per_s, row.claim_to_done_p50_ms,
+                    "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10.0} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.0} {:>6.2}",
+                    row.store, row.destination, row.batch, row.workers, row.ops, row.ops_per_s, row.claim_to_done_p50_ms,
                     row.claim_to_done_p99_ms, row.enqueue_to_done_p50_ms, row.enqueue_to_done_p99_ms,
                     row.raw_ops_per_s, row.ratio
                 );
@@ -107,13 +128,14 @@ async fn drain<T: BenchTarget, E: Effect>(
     job: &str,
     n: usize,
     batch: u32,
+    workers: usize,
     effect: &E,
 ) -> anyhow::Result<(f64, Vec<Record>)> {
     enqueue_all(target, job, n).await?;
     let store = target.store();
     let guard = Guard::new(store.clone(), JobSpec::new(job, EffectKind::Keyed))?;
     let config = RelayConfig {
-        workers: WORKERS,
+        workers,
         batch,
         poll: Duration::from_millis(5),
         drain: true,
@@ -143,11 +165,17 @@ async fn drain<T: BenchTarget, E: Effect>(
 
 /// The same claim and completion statements, with no guard and no effect,
 /// from the same number of loops.
-async fn raw<T: BenchTarget>(target: &T, job: &str, n: usize, batch: u32) -> anyhow::Result<f64> {
+async fn raw<T: BenchTarget>(
+    target: &T,
+    job: &str,
+    n: usize,
+    batch: u32,
+    workers: usize,
+) -> anyhow::Result<f64> {
     enqueue_all(target, job, n).await?;
     let store = target.store();
     let start = Instant::now();
-    let loops = (0..WORKERS).map(|w| async move {
+    let loops = (0..workers).map(|w| async move {
         let owner = format!("raw-{w}");
         loop {
             let p = OpClaimBatch {
@@ -204,10 +232,8 @@ async fn raw<T: BenchTarget>(target: &T, job: &str, n: usize, batch: u32) -> any
 fn row(
     store: &'static str,
     destination: &'static str,
-    batch: u32,
-    ops: usize,
-    relay_s: f64,
-    raw_s: f64,
+    (batch, workers, ops): (u32, usize, usize),
+    (relay_s, raw_s): (f64, f64),
     records: &[Record],
 ) -> RelayRow {
     let spans = |from: fn(&Record) -> Option<onceonly::DbTime>| {
@@ -229,6 +255,7 @@ fn row(
         store,
         destination,
         batch,
+        workers,
         ops,
         ops_per_s: relay_s,
         claim_to_done_p50_ms: c50,
