@@ -22,6 +22,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod checkpoint;
 mod direct;
 mod in_tx;
 mod queries;
@@ -259,7 +260,7 @@ impl Store for SqliteStore {
             })
             .collect();
         self.writer
-            .call(move |c| {
+            .call_atomic(move |c| {
                 let mut completed = Vec::with_capacity(moves.len());
                 for (op_key, q) in moves {
                     if direct::execute(c, &q)? == 1 {
@@ -325,7 +326,7 @@ impl Store for SqliteStore {
         let purge = queries::purge(self.offset(), p);
         let purge_audit = queries::purge_audit(p.job_type);
         self.writer
-            .call(move |c| {
+            .call_atomic(move |c| {
                 let purged = direct::execute(c, &purge)?;
                 direct::execute(c, &purge_audit)?;
                 Ok(purged)
@@ -368,8 +369,10 @@ impl Store for SqliteStore {
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
         let q = queries::claim_batch(self.offset(), p);
+        // In a savepoint: a row that failed to decode must not leave the
+        // rows before it claimed with nobody acting on them.
         self.writer
-            .call(move |c| {
+            .call_atomic(move |c| {
                 direct::all(c, &q, |row| Ok((direct::record(row)?, direct::claim(row)?)))
             })
             .await

@@ -5,17 +5,19 @@
 //! hops, not SQLite, set the pace (about 2k guarded ops/s here). The writer
 //! runs each call as one closure on one dedicated connection, and the calls
 //! that arrive while it works share one `BEGIN IMMEDIATE ... COMMIT` (group
-//! commit). Each call runs in its own savepoint, so a failing call undoes only
-//! its own writes, and hears back only after the COMMIT: nothing is reported
-//! written that is not committed.
+//! commit). A failing call undoes only its own writes (a single statement is
+//! atomic; a call of several runs in a savepoint), and every call hears back
+//! only after the COMMIT: nothing is reported written that is not committed.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use onceonly::{BoxError, Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
+
+use crate::checkpoint::{self, Commits};
 
 /// Calls sharing one transaction at most; bounds how long one commit waits.
 const MAX_GROUP: usize = 256;
@@ -65,19 +67,43 @@ impl Writer {
         // process dies (power loss of the machine can lose the last commits).
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);
+        conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
+        let commits = Arc::new(Commits::default());
+        checkpoint::start(path, &commits)?;
         let (calls, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("onceonly-sqlite".into())
-            .spawn(move || serve(&conn, &queue))?;
+            .spawn(move || serve(&conn, &queue, &commits))?;
         Ok(Self {
             calls,
             path: path.display().to_string(),
         })
     }
 
-    /// Runs `f` on the writer's connection inside the current group
-    /// transaction and returns its value once that transaction committed.
+    /// Runs `f`, which writes with one statement at most, on the writer's
+    /// connection inside the current group transaction, and returns its
+    /// value once that transaction committed. A single statement is atomic in
+    /// SQLite, so `f` needs no savepoint of its own: if it fails, it wrote
+    /// nothing.
     pub(crate) async fn call<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.write(false, f).await
+    }
+
+    /// Like [`Writer::call`] for an `f` that writes with several statements:
+    /// it runs in a savepoint, so that if it fails, none of them is kept.
+    pub(crate) async fn call_atomic<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.write(true, f).await
+    }
+
+    async fn write<T, F>(&self, savepoint: bool, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
@@ -86,7 +112,10 @@ impl Writer {
         let call = Call::Write(Box::new(move |conn| {
             // Not run (`None`) only when the transaction could not start,
             // and then the finish is told why.
-            let outcome = conn.map(|conn| in_savepoint(conn, f));
+            let outcome = conn.map(|conn| match savepoint {
+                true => in_savepoint(conn, f),
+                false => f(conn),
+            });
             Box::new(move |committed| {
                 let answer = match (outcome, committed) {
                     (Some(Ok(value)), Ok(())) => Ok(value),
@@ -125,7 +154,7 @@ impl Writer {
 
 /// The thread: take every call waiting, run the writes in one transaction,
 /// commit, answer them all, then run the reads.
-fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
+fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>, commits: &Commits) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut reads = Vec::new();
     while let Ok(first) = next_call(queue) {
@@ -141,6 +170,7 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>) {
         }
         if !group.is_empty() {
             write_group(conn, &mut group);
+            commits.count();
         }
         reads.drain(..).for_each(|read| read(conn));
     }
@@ -239,7 +269,7 @@ mod tests {
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     writer
-                        .call(move |c| {
+                        .call_atomic(move |c| {
                             c.execute("INSERT INTO t (x) VALUES (?1)", [x])?;
                             if x == 25 {
                                 c.execute("INSERT INTO no_such_table VALUES (1)", [])?;
@@ -305,5 +335,37 @@ mod tests {
         assert_eq!(read.unwrap(), 0, "the read saw the last commit");
         let busy = write.unwrap_err().to_string();
         assert!(busy.contains("locked") || busy.contains("busy"), "{busy}");
+    }
+
+    #[tokio::test]
+    async fn commits_reach_the_database_file_long_before_the_wal_fills() {
+        let (_dir, path) = file_with_table();
+        let writer = Writer::open(&path, Duration::from_secs(5)).unwrap();
+        writer
+            .call(|c| c.execute("INSERT INTO t (x) VALUES (7)", []))
+            .await
+            .unwrap();
+        // `immutable=1` reads the database file alone, not the WAL: the row
+        // is there once a checkpoint copied it.
+        let file_only = format!("file:{}?immutable=1", path.display());
+        let started = std::time::Instant::now();
+        loop {
+            let conn = Connection::open_with_flags(
+                &file_only,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .unwrap();
+            let in_file: i64 = conn
+                .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .unwrap();
+            if in_file == 1 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "one commit was never checkpointed into the file"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
