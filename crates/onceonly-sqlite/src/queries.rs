@@ -7,6 +7,7 @@ use onceonly::store::{
     OpAudit, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge,
     OpRequestCancel, OpTakeOver,
 };
+use onceonly::State;
 use onceonly_sqlx::millis;
 use rusqlite::types::Value;
 
@@ -17,6 +18,8 @@ const HEARTBEAT: &str = include_str!("../queries/heartbeat.sql");
 const REQUEST_CANCEL: &str = include_str!("../queries/request_cancel.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const LIST: &str = include_str!("../queries/list.sql");
+const LIST_QUEUED: &str = include_str!("../queries/list_queued.sql");
+const LIST_CLAIMED: &str = include_str!("../queries/list_claimed.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
 const PURGE_AUDIT: &str = include_str!("../queries/purge_audit.sql");
 const ENQUEUE: &str = include_str!("../queries/enqueue.sql");
@@ -128,9 +131,16 @@ pub(crate) fn get(offset: i64, job_type: &str, op_key: &str) -> Query {
     }
 }
 
+/// Lists of one job type's queued rows or live claims (the relay's sweeps)
+/// read their partial index; any other list reads the whole table.
 pub(crate) fn list(offset: i64, p: &OpList<'_>) -> Query {
+    let sql = match (p.job_type, p.state, p.lease_expired) {
+        (Some(_), Some(State::Queued), false) => LIST_QUEUED,
+        (Some(_), Some(State::Claimed), _) => LIST_CLAIMED,
+        _ => LIST,
+    };
     Query {
-        sql: LIST,
+        sql,
         args: vec![
             int(offset),
             opt_text(p.job_type),
@@ -213,5 +223,58 @@ pub(crate) fn history(job_type: &str, op_key: &str) -> Query {
     Query {
         sql: HISTORY,
         args: vec![text(job_type), text(op_key)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite picks for `q` on a migrated, empty file.
+    fn plan(q: &Query) -> String {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for m in crate::MIGRATIONS {
+            conn.execute_batch(m.sql).unwrap();
+        }
+        let explain = format!("EXPLAIN QUERY PLAN {}", q.sql);
+        let mut stmt = conn.prepare(&explain).unwrap();
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(q.args.iter()), |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap();
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+            .join("; ")
+    }
+
+    fn listing(state: State, lease_expired: bool) -> Query {
+        list(
+            0,
+            &OpList {
+                job_type: Some("mail"),
+                state: Some(state),
+                lease_expired,
+                limit: Some(1),
+            },
+        )
+    }
+
+    #[test]
+    fn the_relays_sweeps_read_their_partial_index_not_the_history() {
+        let stale = plan(&listing(State::Claimed, true));
+        assert!(stale.contains("onceonly_ops_claimed"), "{stale}");
+        let queued = plan(&listing(State::Queued, false));
+        assert!(queued.contains("onceonly_ops_queued"), "{queued}");
+        let claim = plan(&claim_batch(
+            0,
+            &OpClaimBatch {
+                job_type: "mail",
+                owner: "relay",
+                lease: std::time::Duration::from_secs(30),
+                limit: 10,
+            },
+        ));
+        assert!(claim.contains("onceonly_ops_queued"), "{claim}");
     }
 }
