@@ -83,8 +83,10 @@ impl Writer {
     /// Runs `f`, which writes with one statement at most, on the writer's
     /// connection inside the current group transaction, and returns its
     /// value once that transaction committed. A single statement is atomic in
-    /// SQLite, so `f` needs no savepoint of its own: if it fails, it wrote
-    /// nothing.
+    /// SQLite, so `f` needs no savepoint of its own: a failed statement wrote
+    /// nothing. (Should decoding its returned row fail after it wrote, the
+    /// write stays, as if the caller had died right after it: the record's
+    /// token and lease settle that like any crash.)
     pub(crate) async fn call<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
