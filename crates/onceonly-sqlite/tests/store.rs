@@ -104,3 +104,78 @@ async fn migrating_a_version_2_file_keeps_every_record() {
             .unwrap();
     assert!(table.contains("WITHOUT ROWID"), "{table}");
 }
+
+/// One worker process mixing local effects (the user's sqlx transaction on
+/// the pool) with keyed ones (the store's own connection): both want the
+/// file's write lock, and each must wait for the other, not fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_and_keyed_jobs_share_the_file_without_busy_errors() {
+    use onceonly::{
+        EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let store = fresh().await;
+    sqlx::query("CREATE TABLE receipts (op_key TEXT NOT NULL)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let local =
+        Arc::new(Guard::new(store.clone(), JobSpec::new("receipt", EffectKind::Local)).unwrap());
+    let keyed =
+        Arc::new(Guard::new(store.clone(), JobSpec::new("webhook", EffectKind::Keyed)).unwrap());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let mut jobs = Vec::new();
+    for i in 0..60 {
+        let (local, keyed, sent) = (local.clone(), keyed.clone(), sent.clone());
+        jobs.push(tokio::spawn(async move {
+            let key = format!("order-{i}");
+            let payload = Payload::none();
+            let outcome = if i % 2 == 0 {
+                local
+                    .run_local(&key, &payload, |conn, ctx: &EffectCtx| {
+                        Box::pin(async move {
+                            sqlx::query("INSERT INTO receipts (op_key) VALUES (?1)")
+                                .bind(&ctx.op_key)
+                                .execute(&mut *conn)
+                                .await?;
+                            // Holding the write lock a while, as a real
+                            // local effect does: keyed calls must wait.
+                            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                            Ok(serde_json::Value::Null)
+                        })
+                    })
+                    .await
+            } else {
+                // Spread over the local ones' window, so they overlap.
+                tokio::time::sleep(std::time::Duration::from_millis(i as u64)).await;
+                let effect = EffectFn(move |_ctx: EffectCtx| {
+                    let sent = sent.clone();
+                    async move {
+                        sent.fetch_add(1, Ordering::SeqCst);
+                        EffectOutcome::done_with_ref("hook")
+                    }
+                });
+                keyed.run(&key, &payload, &effect).await
+            };
+            match outcome {
+                Ok(Outcome::Done { repeat: false, .. }) => {}
+                other => panic!("{key}: {other:?}"),
+            }
+        }));
+    }
+    for job in jobs {
+        job.await.unwrap();
+    }
+    let receipts: i64 = sqlx::query_scalar("SELECT count(*) FROM receipts")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(receipts, 30, "one row per local operation");
+    assert_eq!(
+        sent.load(Ordering::SeqCst),
+        30,
+        "one send per keyed operation"
+    );
+}
