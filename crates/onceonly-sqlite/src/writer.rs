@@ -67,6 +67,10 @@ impl Writer {
         // process dies (power loss of the machine can lose the last commits).
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);
+        // Up to 64 MiB of pages (default 2 MiB): a claim and its completion
+        // touch pages all over the history, and every miss is a read and a
+        // WAL lookup on the one thread that sets the pace (keyed c16: ~+15%).
+        conn.pragma_update(None, "cache_size", -65_536)?;
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
         let commits = Arc::new(Commits::default());
         checkpoint::start(path, &commits)?;
