@@ -369,20 +369,14 @@ async fn all<S: Store>(db: &str, store: S) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_and_run_config_on_sqlite() {
-    let db = sqlite_url();
-    let out = oo(&db, &["migrate"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let store = onceonly_sqlite::SqliteStore::connect(&db).await.unwrap();
+    let (db, store) = migrated_sqlite().await;
     all(&db, store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_and_run_config_on_postgres() {
-    let Some(url) = pg_url("check_and_run_config_on_postgres") else {
+    let Some((url, store)) = migrated_postgres("check_and_run_config_on_postgres").await else {
         return;
     };
-    let out = oo(&url, &["migrate"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let store = onceonly_postgres::PgStore::connect(&url).await.unwrap();
     all(&url, store).await;
 }

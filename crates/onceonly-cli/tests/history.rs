@@ -159,20 +159,15 @@ async fn hold_then_resolve<S: Store + Clone>(db: &str, store: S) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_shows_hold_then_resolve_on_sqlite() {
-    let db = sqlite_url();
-    let out = oo(&db, &["migrate"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let store = onceonly_sqlite::SqliteStore::connect(&db).await.unwrap();
+    let (db, store) = migrated_sqlite().await;
     hold_then_resolve(&db, store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_shows_hold_then_resolve_on_postgres() {
-    let Some(url) = pg_url("history_shows_hold_then_resolve_on_postgres") else {
+    let Some((url, store)) = migrated_postgres("history_shows_hold_then_resolve_on_postgres").await
+    else {
         return;
     };
-    let out = oo(&url, &["migrate"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let store = onceonly_postgres::PgStore::connect(&url).await.unwrap();
     hold_then_resolve(&url, store).await;
 }

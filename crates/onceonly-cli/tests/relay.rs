@@ -221,19 +221,15 @@ async fn every_kind_after_a_kill<S: Store + Clone>(db: &str, store: S) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_send_on_sqlite() {
-    let db = sqlite_url();
-    oo(&db, &["migrate"]);
-    let store = onceonly_sqlite::SqliteStore::connect(&db).await.unwrap();
+    let (db, store) = migrated_sqlite().await;
     every_kind_after_a_kill(&db, store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_send_on_postgres() {
-    let Some(url) = pg_url("sigkill_mid_send_on_postgres") else {
+    let Some((url, store)) = migrated_postgres("sigkill_mid_send_on_postgres").await else {
         return;
     };
-    oo(&url, &["migrate"]);
-    let store = onceonly_postgres::PgStore::connect(&url).await.unwrap();
     every_kind_after_a_kill(&url, store).await;
 }
 

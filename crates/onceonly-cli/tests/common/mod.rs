@@ -129,3 +129,22 @@ pub fn enqueue_many(db: &str, job: &str, n: usize) -> Vec<String> {
     assert!(out.status.success(), "{}", text(&out));
     keys
 }
+
+/// A fresh SQLite file, migrated by `onceonly migrate`, and a store on it.
+pub async fn migrated_sqlite() -> (String, onceonly_sqlite::SqliteStore) {
+    let db = sqlite_url();
+    let out = oo(&db, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let store = onceonly_sqlite::SqliteStore::connect(&db).await.unwrap();
+    (db, store)
+}
+
+/// The test PostgreSQL, migrated by `onceonly migrate`, and a store on it;
+/// `None` (with a loud message) when it is unreachable outside CI.
+pub async fn migrated_postgres(test: &str) -> Option<(String, onceonly_postgres::PgStore)> {
+    let url = pg_url(test)?;
+    let out = oo(&url, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let store = onceonly_postgres::PgStore::connect(&url).await.unwrap();
+    Some((url, store))
+}
