@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fewer_btrees",
         sql: include_str!("../migrations/0003_fewer_btrees.sql"),
     },
+    Migration {
+        version: 4,
+        name: "no_in_lists",
+        sql: include_str!("../migrations/0004_no_in_lists.sql"),
+    },
 ];
 
 /// A [`Store`] on one SQLite file.
@@ -203,12 +208,19 @@ impl Store for SqliteStore {
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
+        let new = queries::claim_new(self.offset(), p);
         let claim = queries::claim(self.offset(), p);
         let get = queries::get(self.offset(), p.job_type, p.op_key);
-        // Claim and, when someone else has it, the row as it stands: one call.
+        // Insert it claimed; if it exists, claim it if it is queued; if
+        // someone else has it, the row as it stands: one call, and no more
+        // than one of its statements writes.
         let found = self
             .writer
             .call(move |c| {
+                let (insert, inserted) = new.at(direct::sqlite_clock_ms());
+                if direct::execute(c, &insert)? == 1 {
+                    return Ok(Some(ClaimRow::Claimed(inserted)));
+                }
                 if let Some(claim) = direct::optional(c, &claim, direct::claim)? {
                     return Ok(Some(ClaimRow::Claimed(claim)));
                 }

@@ -103,6 +103,7 @@ async fn migrating_a_version_2_file_keeps_every_record() {
             .await
             .unwrap();
     assert!(table.contains("WITHOUT ROWID"), "{table}");
+    assert!(!table.contains(" IN ("), "migration 0004 ran: {table}");
 }
 
 /// One worker process mixing local effects (the user's sqlx transaction on
