@@ -30,7 +30,7 @@ impl Commits {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn seen(&self) -> u64 {
+    pub(crate) fn seen(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
