@@ -43,7 +43,8 @@ pub(crate) fn start(path: &Path, commits: &Arc<Commits>) -> Result<(), onceonly:
     )?;
     let commits = Arc::downgrade(commits);
     std::thread::Builder::new()
-        .name("onceonly-sqlite-ckpt".into())
+        // At most 15 characters: the kernel cuts thread names there (top -H).
+        .name("onceonly-ckpt".into())
         .spawn(move || run(&conn, &commits))?;
     Ok(())
 }

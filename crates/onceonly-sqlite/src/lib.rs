@@ -33,6 +33,9 @@ mod writer;
 pub mod sql {
     /// Claim: insert claimed, or claim a queued row (see `queries/claim.sql`).
     pub const CLAIM: &str = include_str!("../queries/claim.sql");
+    /// Claim a new record: a plain insert, the clock bound as `?8` (see
+    /// `queries/claim_new.sql`); what the store runs first.
+    pub const CLAIM_NEW: &str = include_str!("../queries/claim_new.sql");
     /// One fenced transition (see `queries/move.sql`).
     pub const MOVE: &str = include_str!("../queries/move.sql");
 }

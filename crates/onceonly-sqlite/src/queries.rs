@@ -3,6 +3,7 @@
 //! or in the user's sqlx transaction ([`crate::in_tx`]). Builders decide
 //! nothing and touch no connection.
 
+use crate::sql::{CLAIM, CLAIM_NEW, MOVE};
 use onceonly::store::{
     Claim, OpAudit, OpClaim, OpClaimBatch, OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge,
     OpRequestCancel, OpTakeOver,
@@ -11,10 +12,7 @@ use onceonly::{DbTime, State};
 use onceonly_sqlx::millis;
 use rusqlite::types::Value;
 
-const CLAIM: &str = include_str!("../queries/claim.sql");
-const CLAIM_NEW: &str = include_str!("../queries/claim_new.sql");
 const TAKE_OVER: &str = include_str!("../queries/take_over.sql");
-const MOVE: &str = include_str!("../queries/move.sql");
 const HEARTBEAT: &str = include_str!("../queries/heartbeat.sql");
 const REQUEST_CANCEL: &str = include_str!("../queries/request_cancel.sql");
 const GET: &str = include_str!("../queries/get.sql");

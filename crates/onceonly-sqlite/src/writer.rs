@@ -25,7 +25,6 @@ const MAX_GROUP: usize = 256;
 /// How long the thread looks for the next call before it sleeps.
 const SPIN: Duration = Duration::from_micros(50);
 
-
 /// Tells a caller how the group's commit went.
 type Finish = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
 
@@ -82,7 +81,7 @@ impl Writer {
         #[cfg(test)]
         let counted = commits.clone();
         std::thread::Builder::new()
-            .name("onceonly-sqlite".into())
+            .name("onceonly-write".into())
             .spawn(move || serve(&conn, &queue, &commits))?;
         Ok(Self {
             calls,
@@ -392,7 +391,11 @@ mod tests {
             call.await.unwrap().unwrap();
         }
         assert_eq!(rows(&path), (0..=10).collect::<Vec<_>>());
-        assert_eq!(writer.commits.seen(), 1, "all eleven calls shared one commit");
+        assert_eq!(
+            writer.commits.seen(),
+            1,
+            "all eleven calls shared one commit"
+        );
     }
 
     #[tokio::test]

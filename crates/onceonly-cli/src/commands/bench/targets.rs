@@ -78,18 +78,25 @@ impl BenchTarget for SqliteTarget {
     async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
         let raw = self.raw.lock().expect("a raw baseline panicked");
         let none = Payload::none();
-        let token: i64 = raw.prepare_cached(onceonly_sqlite::sql::CLAIM)?.query_row(
-            rusqlite::params![
+        // The store's first statement for a new operation: the insert, with
+        // SQLite's clock bound (a new record's token is 1).
+        let clock_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis() as i64;
+        let inserted = raw
+            .prepare_cached(onceonly_sqlite::sql::CLAIM_NEW)?
+            .execute(rusqlite::params![
                 0_i64,
                 "bench_raw",
                 key,
                 "bench",
                 &none.fingerprint,
                 None::<String>,
-                LEASE_MS
-            ],
-            |row| row.get("token"),
-        )?;
+                LEASE_MS,
+                clock_ms
+            ])?;
+        anyhow::ensure!(inserted == 1, "raw claim of {key} inserted {inserted} rows");
+        let token = 1_i64;
         let done = raw
             .prepare_cached(onceonly_sqlite::sql::MOVE)?
             .execute(rusqlite::params![
