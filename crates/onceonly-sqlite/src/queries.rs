@@ -276,40 +276,30 @@ pub(crate) fn history(job_type: &str, op_key: &str) -> Query {
 mod tests {
     use super::*;
 
-    fn migrated() -> rusqlite::Connection {
+    /// Column `column` of `explain` (`EXPLAIN` or `EXPLAIN QUERY PLAN`)
+    /// run on `q`, on a migrated, empty database.
+    fn explained(explain: &str, column: usize, q: &Query) -> Vec<String> {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         for m in crate::MIGRATIONS {
             conn.execute_batch(m.sql).unwrap();
         }
-        conn
-    }
-
-    /// The plan SQLite picks for `q` on a migrated, empty file.
-    fn plan(q: &Query) -> String {
-        let conn = migrated();
-        let explain = format!("EXPLAIN QUERY PLAN {}", q.sql);
-        let mut stmt = conn.prepare(&explain).unwrap();
+        let mut stmt = conn.prepare(&format!("{explain} {}", q.sql)).unwrap();
         let rows = stmt
             .query_map(rusqlite::params_from_iter(q.args.iter()), |r| {
-                r.get::<_, String>(3)
-            })
-            .unwrap();
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .unwrap()
-            .join("; ")
-    }
-
-    /// The opcodes SQLite compiles `q` to on a migrated, empty file.
-    fn opcodes(q: &Query) -> Vec<String> {
-        let conn = migrated();
-        let explain = format!("EXPLAIN {}", q.sql);
-        let mut stmt = conn.prepare(&explain).unwrap();
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(q.args.iter()), |r| {
-                r.get::<_, String>(1)
+                r.get::<_, String>(column)
             })
             .unwrap();
         rows.collect::<rusqlite::Result<Vec<_>>>().unwrap()
+    }
+
+    /// The plan SQLite picks for `q`.
+    fn plan(q: &Query) -> String {
+        explained("EXPLAIN QUERY PLAN", 3, q).join("; ")
+    }
+
+    /// The opcodes SQLite compiles `q` to.
+    fn opcodes(q: &Query) -> Vec<String> {
+        explained("EXPLAIN", 1, q)
     }
 
     fn listing(state: State, lease_expired: bool) -> Query {
