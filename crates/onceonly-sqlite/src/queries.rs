@@ -68,25 +68,15 @@ pub(crate) fn claim(offset: i64, p: &OpClaim<'_>) -> Query {
 }
 
 /// The insert of a new record, claimed, waiting for the clock: see
-/// [`NewClaim::at`].
+/// [`NewClaim::at`]. It binds `claim`'s arguments, and the clock as `?8`.
 pub(crate) fn claim_new(offset: i64, p: &OpClaim<'_>) -> NewClaim {
-    let lease_ms = millis(p.lease);
+    let mut query = claim(offset, p);
+    query.sql = CLAIM_NEW;
+    query.args.push(Value::Null);
     NewClaim {
         offset,
-        lease_ms,
-        query: Query {
-            sql: CLAIM_NEW,
-            args: vec![
-                int(offset),
-                text(p.job_type),
-                text(p.op_key),
-                text(p.owner),
-                text(p.fingerprint),
-                opt_text(p.payload),
-                int(lease_ms),
-                Value::Null,
-            ],
-        },
+        lease_ms: millis(p.lease),
+        query,
     }
 }
 

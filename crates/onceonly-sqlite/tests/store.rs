@@ -180,3 +180,46 @@ async fn local_and_keyed_jobs_share_the_file_without_busy_errors() {
         "one send per keyed operation"
     );
 }
+
+/// A new record's claim is an insert with SQLite's clock bound, not read
+/// back: what it reports must be what it stored, on the database's clock.
+#[tokio::test]
+async fn a_new_claim_reports_what_it_stored() {
+    use onceonly::store::{ClaimRow, OpClaim};
+    let store = fresh().await;
+    let before = store.now().await.unwrap();
+    let claimed = store
+        .op_claim(&OpClaim {
+            job_type: "mail",
+            op_key: "order-1",
+            fingerprint: "fp",
+            payload: None,
+            owner: "worker-1",
+            lease: std::time::Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    let after = store.now().await.unwrap();
+    let ClaimRow::Claimed(claim) = claimed else {
+        panic!("a new record is claimed: {claimed:?}");
+    };
+    let stored = store
+        .op_get("mail", "order-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .record;
+    assert_eq!(
+        (claim.token, claim.attempts),
+        (stored.token, stored.attempts)
+    );
+    assert_eq!((claim.token, claim.attempts), (1, 1));
+    assert_eq!(Some(claim.claimed_at), stored.claimed_at);
+    assert_eq!(Some(claim.lease_until), stored.lease_until);
+    assert_eq!(claim.lease_until.0 - claim.claimed_at.0, 30_000);
+    assert!(
+        before <= claim.claimed_at && claim.claimed_at <= after,
+        "claimed at {} on the database's clock, read {before}..{after}",
+        claim.claimed_at
+    );
+}
