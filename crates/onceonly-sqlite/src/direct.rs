@@ -12,15 +12,6 @@ use crate::queries::Query;
 
 type Res<T> = rusqlite::Result<T>;
 
-/// SQLite's clock, in ms: `unixepoch('subsec')` reads this same wall clock
-/// (the OS's real-time clock), truncated to the millisecond the same way.
-pub(crate) fn sqlite_clock_ms() -> i64 {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// Runs a statement that returns no rows; the affected-row count.
 pub(crate) fn execute(conn: &Connection, q: &Query) -> Res<u64> {
     let affected = conn

@@ -38,6 +38,16 @@ pub mod sql {
     pub const CLAIM_NEW: &str = include_str!("../queries/claim_new.sql");
     /// One fenced transition (see `queries/move.sql`).
     pub const MOVE: &str = include_str!("../queries/move.sql");
+
+    /// SQLite's clock in ms, as `CLAIM_NEW` binds it: `unixepoch('subsec')`
+    /// reads this same wall clock (the OS's real-time clock), truncated to
+    /// the millisecond the same way.
+    pub fn clock_ms() -> i64 {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+    }
 }
 
 use std::str::FromStr;
@@ -220,7 +230,7 @@ impl Store for SqliteStore {
         let found = self
             .writer
             .call(move |c| {
-                let (insert, inserted) = new.at(direct::sqlite_clock_ms());
+                let (insert, inserted) = new.at(sql::clock_ms());
                 if direct::execute(c, &insert)? == 1 {
                     return Ok(Some(ClaimRow::Claimed(inserted)));
                 }

@@ -80,9 +80,6 @@ impl BenchTarget for SqliteTarget {
         let none = Payload::none();
         // The store's first statement for a new operation: the insert, with
         // SQLite's clock bound (a new record's token is 1).
-        let clock_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_millis() as i64;
         let inserted = raw
             .prepare_cached(onceonly_sqlite::sql::CLAIM_NEW)?
             .execute(rusqlite::params![
@@ -93,7 +90,7 @@ impl BenchTarget for SqliteTarget {
                 &none.fingerprint,
                 None::<String>,
                 LEASE_MS,
-                clock_ms
+                onceonly_sqlite::sql::clock_ms()
             ])?;
         anyhow::ensure!(inserted == 1, "raw claim of {key} inserted {inserted} rows");
         let token = 1_i64;
