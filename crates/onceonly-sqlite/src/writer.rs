@@ -189,9 +189,7 @@ fn serve(conn: &Connection, queue: &mpsc::Receiver<Call>, commits: &Commits) {
             }
             call = queue.try_recv().ok();
         }
-        if group.commit(conn) {
-            commits.count();
-        }
+        group.commit(conn, commits);
         reads.drain(..).for_each(|read| read(conn));
     }
 }
@@ -250,21 +248,21 @@ impl Group {
         self.finishes.push(write(conn));
     }
 
-    /// Commits and answers every call; whether anything was committed.
-    fn commit(self, conn: &Connection) -> bool {
+    /// Commits, counts the commit in `commits`, then answers every call.
+    fn commit(self, conn: &Connection, commits: &Commits) {
         if self.finishes.is_empty() {
-            return false;
+            return;
         }
         if let Some(why) = &self.failed_to_begin {
             self.finishes
                 .into_iter()
                 .for_each(|finish| finish(Err(why)));
-            return false;
+            return;
         }
         match run(conn, "COMMIT") {
             Ok(()) => {
+                commits.count();
                 self.finishes.into_iter().for_each(|finish| finish(Ok(())));
-                true
             }
             Err(e) => {
                 // A failed COMMIT may leave the transaction open; end it so
@@ -274,7 +272,6 @@ impl Group {
                 self.finishes
                     .into_iter()
                     .for_each(|finish| finish(Err(&why)));
-                false
             }
         }
     }
@@ -362,33 +359,41 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_arriving_while_a_group_runs_join_its_commit() {
+        use std::future::Future;
         let (_dir, path) = file_with_table();
         let writer = Writer::open(&path, Duration::from_secs(5)).unwrap();
+        let (running, started) = oneshot::channel();
+        let (go, held) = mpsc::channel::<()>();
         let first = writer.clone();
         let slow = tokio::spawn(async move {
             first
-                .call(|c| {
+                .call(move |c| {
                     let n = c.execute("INSERT INTO t (x) VALUES (0)", [])?;
-                    // Long enough for the calls below to be sent meanwhile.
-                    std::thread::sleep(Duration::from_millis(300));
+                    // Keep the group open until the calls below are queued.
+                    let _ = running.send(());
+                    let _ = held.recv();
                     Ok(n)
                 })
                 .await
         });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let later: Vec<_> = (1..=10_i64)
+        started.await.unwrap();
+        let mut later: Vec<_> = (1..=10_i64)
             .map(|x| {
-                let writer = writer.clone();
-                tokio::spawn(async move {
-                    writer
-                        .call(move |c| c.execute("INSERT INTO t (x) VALUES (?1)", [x]))
-                        .await
-                })
+                Box::pin(writer.call(move |c| c.execute("INSERT INTO t (x) VALUES (?1)", [x])))
             })
             .collect();
+        for call in &mut later {
+            // The first poll queues the call; its answer comes later.
+            std::future::poll_fn(|cx| {
+                let _ = call.as_mut().poll(cx);
+                std::task::Poll::Ready(())
+            })
+            .await;
+        }
+        go.send(()).unwrap();
         slow.await.unwrap().unwrap();
         for call in later {
-            call.await.unwrap().unwrap();
+            call.await.unwrap();
         }
         assert_eq!(rows(&path), (0..=10).collect::<Vec<_>>());
         assert_eq!(
