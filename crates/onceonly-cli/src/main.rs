@@ -1,5 +1,5 @@
 //! `onceonly`: make a job's side effect happen once per business operation.
-//! The command-line surface is DESIGN.md section 6; one module per command.
+//! The command-line surface is docs/DESIGN.md section 6; one module per command.
 #![forbid(unsafe_code)]
 
 mod commands;

@@ -1,5 +1,5 @@
 //! `onceonly check` and `onceonly run --config` through the real binary:
-//! each timing rule of DESIGN.md section 4 broken on its own and named with
+//! each timing rule of docs/DESIGN.md section 4 broken on its own and named with
 //! its numbers; the longest observed claim-to-completion time (not the
 //! average) against half the lease and half the timeout; a settings file
 //! that does not parse named with its line and field; and the relay taking

@@ -1,4 +1,4 @@
-//! The command-line surface of DESIGN.md section 6, driven through the real
+//! The command-line surface of docs/DESIGN.md section 6, driven through the real
 //! binary on a real SQLite file and a real PostgreSQL.
 
 mod common;

@@ -1,6 +1,6 @@
 //! The relay end to end: real `onceonly run` processes, a real HTTP
 //! destination on 127.0.0.1, real SIGKILLs, on SQLite and PostgreSQL.
-//! Counts per key at the destination must match DESIGN.md section 3.
+//! Counts per key at the destination must match docs/DESIGN.md section 3.
 
 mod common;
 

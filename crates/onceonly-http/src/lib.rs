@@ -1,4 +1,4 @@
-//! The HTTP destination of DESIGN.md section 6, as an onceonly [`Effect`].
+//! The HTTP destination of docs/DESIGN.md section 6, as an onceonly [`Effect`].
 //!
 //! - send: `POST BASE/items` with header `Idempotency-Key: JOB:KEY` and the
 //!   payload as body; 2xx with `{"id": ...}` is done.
@@ -81,7 +81,7 @@ pub fn classify_send_error(e: &reqwest::Error) -> EffectOutcome {
     }
 }
 
-/// What a send's response means (DESIGN.md section 6).
+/// What a send's response means (docs/DESIGN.md section 6).
 pub fn classify_send(status: StatusCode, body: &[u8]) -> EffectOutcome {
     let code = status.as_u16();
     if status.is_success() {

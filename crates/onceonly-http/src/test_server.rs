@@ -1,5 +1,5 @@
 //! A real HTTP destination on 127.0.0.1 that counts what reaches it, for the
-//! replay harness and end-to-end tests. It speaks the protocol of DESIGN.md
+//! replay harness and end-to-end tests. It speaks the protocol of docs/DESIGN.md
 //! section 6 in one of three modes, and can be told to misbehave.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! The count each scenario may produce, derived from the effect kind and the
-//! stale-claim policy alone (DESIGN.md section 3), before anything runs.
+//! stale-claim policy alone (docs/DESIGN.md section 3), before anything runs.
 
 use onceonly::{EffectKind, FaultPoint, StalePolicy, State};
 use serde::Serialize;

@@ -36,7 +36,7 @@ pub struct Progress<'a> {
 /// A progress callback.
 pub type ProgressFn = Arc<dyn Fn(&Progress<'_>) + Send + Sync>;
 
-/// Runs DESIGN.md section 5's scenarios on one job.
+/// Runs docs/DESIGN.md section 5's scenarios on one job.
 pub struct Harness<S: Reconnect, J: ReplayJob<S>> {
     store: S,
     job: Arc<J>,

@@ -1,4 +1,4 @@
-//! The replay and crash harness: run the scenarios of DESIGN.md section 5 on
+//! The replay and crash harness: run the scenarios of docs/DESIGN.md section 5 on
 //! your own guarded job, and get a report of what it did next to what a
 //! naive version (read the state, then act) does.
 //!

@@ -108,7 +108,7 @@ pub enum Verdict {
 /// One scenario run on one job.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
-    /// The scenario's number in DESIGN.md section 5.
+    /// The scenario's number in docs/DESIGN.md section 5.
     pub number: u8,
     /// Its stable name.
     pub scenario: &'static str,

@@ -1,4 +1,4 @@
-//! The scenarios of DESIGN.md section 5, named once, so plans, reports and
+//! The scenarios of docs/DESIGN.md section 5, named once, so plans, reports and
 //! the command line agree on them.
 
 use std::fmt;
@@ -28,7 +28,7 @@ impl Death {
     }
 }
 
-/// One scenario of DESIGN.md section 5 (with its variant).
+/// One scenario of docs/DESIGN.md section 5 (with its variant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scenario {
     /// 1. The same message delivered 3 times in a row.
@@ -86,7 +86,7 @@ impl Scenario {
         all
     }
 
-    /// The scenario's number in DESIGN.md section 5.
+    /// The scenario's number in docs/DESIGN.md section 5.
     pub fn number(self) -> u8 {
         match self {
             Scenario::Repeat => 1,

@@ -55,7 +55,7 @@ pub enum Error {
         op_key: String,
     },
 
-    /// A timing rule of DESIGN.md section 4 is broken; the worker must not start.
+    /// A timing rule of docs/DESIGN.md section 4 is broken; the worker must not start.
     #[error("timing rule broken: {0}")]
     Timing(String),
 

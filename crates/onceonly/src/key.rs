@@ -31,7 +31,12 @@ pub fn validate_job_type(job_type: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks an operation key: non-empty UTF-8 of at most [`MAX_KEY_BYTES`].
+/// Checks an operation key: non-empty UTF-8 of at most [`MAX_KEY_BYTES`],
+/// without control characters (Unicode category Cc: U+0000-U+001F and
+/// U+007F-U+009F). A key travels in an HTTP header (`Idempotency-Key`),
+/// in log lines and on the operator's screen, where a control character
+/// cannot go or would lie; every client refuses the same keys
+/// (`protocol/corpus/keys.json`).
 pub fn validate_op_key(op_key: &str) -> Result<()> {
     if op_key.is_empty() {
         return Err(Error::Invalid("operation key is empty".into()));
@@ -42,11 +47,11 @@ pub fn validate_op_key(op_key: &str) -> Result<()> {
             op_key.len()
         )));
     }
-    if op_key.contains('\0') {
-        // PostgreSQL text cannot hold NUL; refuse it everywhere alike.
-        return Err(Error::Invalid(
-            "operation key contains a NUL character".into(),
-        ));
+    if let Some((at, bad)) = op_key.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(Error::Invalid(format!(
+            "operation key has the control character U+{:04X} at byte {at}; keys may not contain control characters",
+            bad as u32
+        )));
     }
     Ok(())
 }
@@ -129,6 +134,10 @@ mod tests {
         assert!(validate_op_key("").is_err());
         assert!(validate_op_key(&"x".repeat(513)).is_err());
         assert!(validate_op_key("a\0b").is_err());
+        for bad in ["a\nb", "\x01", "a\x7f", "a\r\n", "a\u{85}"] {
+            let err = validate_op_key(bad).unwrap_err().to_string();
+            assert!(err.contains("control character"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub enum CancelOutcome {
     Held,
 }
 
-/// Cancels an operation as DESIGN.md section 2 says.
+/// Cancels an operation as docs/DESIGN.md section 2 says.
 ///
 /// Queued or failed: cancelled at once. Claimed: cancel requested (see
 /// [`CancelOutcome::Requested`]). Completed: withdrawn through `destination`

@@ -59,7 +59,7 @@ impl FromStr for StalePolicy {
     }
 }
 
-/// How the effect can be made once (DESIGN.md section 3).
+/// How the effect can be made once (docs/DESIGN.md section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "policy")]
 pub enum EffectKind {
@@ -178,7 +178,7 @@ impl JobSpec {
         self
     }
 
-    /// Checks the job type and every timing rule of DESIGN.md section 4.
+    /// Checks the job type and every timing rule of docs/DESIGN.md section 4.
     ///
     /// Returns [`Error::Timing`] naming every broken rule with its numbers.
     pub fn validate(&self) -> Result<()> {

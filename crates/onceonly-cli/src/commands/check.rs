@@ -1,5 +1,5 @@
 //! `onceonly check`: the settings file against the timing rules of
-//! DESIGN.md section 4, and against what the records show. Each broken rule
+//! docs/DESIGN.md section 4, and against what the records show. Each broken rule
 //! is named with its numbers and makes the exit non-zero; a job type whose
 //! LONGEST observed claim-to-completion time exceeds half its lease or half
 //! its timeout gets a warning (the exit stays 0 for warnings alone).

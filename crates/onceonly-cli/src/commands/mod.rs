@@ -1,4 +1,4 @@
-//! One module per command of DESIGN.md section 6.
+//! One module per command of docs/DESIGN.md section 6.
 
 pub mod bench;
 pub mod cancel;

@@ -1,4 +1,4 @@
-//! `onceonly replay`: the scenarios of DESIGN.md section 5 on built-in demo
+//! `onceonly replay`: the scenarios of docs/DESIGN.md section 5 on built-in demo
 //! jobs, one per effect kind, naive next to guarded.
 //!
 //! Every run writes under job types of its own, `replay-<run id>.<demo>`

@@ -1,6 +1,6 @@
 //! Crashes: a worker dies after the claim or after the effect, and the
 //! operation is delivered again after the lease. Each effect kind keeps the
-//! promise of DESIGN.md section 3, counted at the destination.
+//! promise of docs/DESIGN.md section 3, counted at the destination.
 
 use onceonly::{EffectKind, Error, FaultPoint, Outcome, Record, StalePolicy, State, Store};
 

@@ -83,7 +83,7 @@ pub async fn bad_input_is_refused_and_nothing_written<F: StoreFactory>(factory: 
     assert_eq!(record(&store, "send", &longest).await.op_key, longest);
 }
 
-/// A spec that breaks a timing rule of DESIGN.md section 4 is refused by
+/// A spec that breaks a timing rule of docs/DESIGN.md section 4 is refused by
 /// [`Guard::new`] with [`Error::Timing`] naming the numbers.
 pub async fn broken_timing_rule_refuses_the_guard<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;

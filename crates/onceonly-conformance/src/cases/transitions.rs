@@ -1,4 +1,4 @@
-//! The transitions of DESIGN.md section 2, one case each (cancel has its
+//! The transitions of docs/DESIGN.md section 2, one case each (cancel has its
 //! own module).
 
 use std::time::Duration;
