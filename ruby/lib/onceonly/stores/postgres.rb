@@ -87,7 +87,9 @@ module Onceonly
 
     # Runs the block in a transaction on `conn` (the user's PG::Connection).
     def transaction(conn, &block)
-      conn.transaction { block.call(conn) }
+      result = nil
+      conn.transaction { result = block.call(conn) }
+      result
     rescue PG::Error => e
       raise DatabaseError, "PostgreSQL transaction failed: #{e.message.strip}"
     end

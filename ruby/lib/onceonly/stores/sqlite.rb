@@ -87,7 +87,9 @@ module Onceonly
     # that takes the write lock at its start, so the claim never has to
     # upgrade a read lock (which could fail busy instead of waiting).
     def transaction(conn)
-      conn.transaction(:immediate) { yield conn }
+      result = nil
+      conn.transaction(:immediate) { result = yield conn }
+      result
     rescue SQLite3::Exception => e
       raise DatabaseError, "SQLite transaction on #{@path} failed: #{e.message}"
     end
