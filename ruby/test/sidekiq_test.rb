@@ -95,6 +95,28 @@ class SidekiqTest < Minitest::Test
     assert_empty @store.op_list
   end
 
+  def test_a_push_records_the_operation_queued_and_refuses_another_payload_under_its_key
+    KeyedMail.perform_async(5, "c@example.com")
+    KeyedMail.perform_async(5, "c@example.com") # a re-enqueued second job: same operation
+    r = @store.op_get("KeyedMail", "order-5").record
+    assert_equal ["queued", '{"args":[5,"c@example.com"]}'], [r.state, r.payload]
+    err = assert_raises(Onceonly::PayloadMismatch) { KeyedMail.perform_async(5, "other@example.com") }
+    assert_match(/KeyedMail:order-5 exists with another payload/, err.message)
+    assert_equal 2, queued_jobs.size
+    queued_jobs.each { |j| KeyedMail.new.perform(*j["args"]) }
+    assert_equal({ "KeyedMail:order-5" => 1 }, Effects.counts)
+  end
+
+  def test_a_job_dropped_before_its_claim_is_pushed_again_by_the_redrive
+    KeyedMail.perform_async(6, "d@example.com")
+    Sidekiq.redis { |r| r.del("queue:default") } # fetched by a process that died at once
+    assert_empty Onceonly::Sidekiq::Redrive.run
+    @store.advance_clock(10_001)
+    assert_equal [%w[order-6 queued]], Onceonly::Sidekiq::Redrive.run.map { |p| [p.op_key, p.state] }
+    queued_jobs.each { |j| KeyedMail.new.perform(*j["args"]) }
+    assert_equal "completed", @store.op_get("KeyedMail", "order-6").record.state
+  end
+
   def test_bad_settings_are_refused_when_the_class_loads
     err = assert_raises(Onceonly::TimingError) do
       Class.new { include Sidekiq::Job; include Onceonly::Sidekiq.guard(key: 0, effect: :keyed, job_type: "x", lease: 5, timeout: 5) }

@@ -85,13 +85,14 @@ module Onceonly
         true
       end
 
-      # Installs, once: the client middleware that refuses bad keys and
-      # payloads at push time, and the timing check at server startup.
+      # Installs, once: the client middleware (checks the key and payload and
+      # writes the record queued before the job reaches Redis) and the timing
+      # check at server startup.
       def install!
         return if @installed
 
         @installed = true
-        ::Sidekiq.client_middleware { |chain| chain.add(ClientCheck) unless chain.exists?(ClientCheck) }
+        ::Sidekiq.client_middleware { |chain| chain.add(ClientMiddleware) unless chain.exists?(ClientMiddleware) }
         ::Sidekiq.on(:startup) { check_timing! }
       end
 
@@ -104,5 +105,5 @@ module Onceonly
 end
 
 require "onceonly/sidekiq/guarded_job"
-require "onceonly/sidekiq/client_check"
+require "onceonly/sidekiq/client_middleware"
 require "onceonly/sidekiq/redrive"
