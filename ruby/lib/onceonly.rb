@@ -48,9 +48,14 @@ module Onceonly
         require "onceonly/stores/postgres"
         PgStore.new(url, **options)
       else
-        raise InvalidInput, "database URL #{url.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@').inspect}: " \
+        raise InvalidInput, "database URL #{redact(url).inspect}: " \
                             "expected sqlite://PATH, sqlite:///ABS/PATH or postgres://..."
       end
+    end
+
+    # The URL with any password replaced by ***, safe to print.
+    def redact(url)
+      url.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@')
     end
 
     # A Payload from a Payload (as is), nil (no payload) or a Ruby value.

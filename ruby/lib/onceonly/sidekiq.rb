@@ -35,6 +35,9 @@ module Onceonly
       attr_writer :store
       # Called as hook.(point, ctx) at :after_claim and :after_effect (the replay harness).
       attr_accessor :fault_hook
+      # Called as hook.(job_class, op_key, outcome_or_error) after each
+      # delivery of a guarded job (metrics, the replay harness).
+      attr_accessor :on_outcome
 
       # The store every guarded job uses unless it names its own (default:
       # Onceonly.connect(ENV["ONCEONLY_DB"]) on first use).

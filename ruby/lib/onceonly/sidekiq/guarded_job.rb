@@ -112,11 +112,17 @@ module Onceonly
         key = @config.key_for(@args)
         payload = @config.payload_for(@args)
         outcome =
-          if @config.spec.effect == :local
-            run_local(guard, key, payload, body)
-          else
-            guard.run(key, payload, JobEffect.new(@job, body))
+          begin
+            if @config.spec.effect == :local
+              run_local(guard, key, payload, body)
+            else
+              guard.run(key, payload, JobEffect.new(@job, body))
+            end
+          rescue Error => e
+            Sidekiq.on_outcome&.call(@job.class, key, e)
+            raise
           end
+        Sidekiq.on_outcome&.call(@job.class, key, outcome)
         settle(key, outcome)
       end
 

@@ -101,7 +101,7 @@ module Onceonly
     private
 
     def redacted
-      @conninfo.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@')
+      Onceonly.redact(@conninfo)
     end
 
     def with_conn(conn, &block)
