@@ -27,7 +27,8 @@ module Onceonly
     end
 
     # Raises InvalidInput unless `op_key` is non-empty UTF-8 of at most 512
-    # bytes without control characters.
+    # bytes without control characters, not beginning or ending with a space
+    # (an HTTP header's value loses them: "a " would reach a destination as "a").
     def validate_op_key!(op_key)
       raise InvalidInput, "operation key must be a String, got #{op_key.class}" unless op_key.is_a?(String)
       key = op_key.encoding == Encoding::UTF_8 ? op_key : op_key.dup.force_encoding(Encoding::UTF_8)
@@ -40,6 +41,9 @@ module Onceonly
         byte = key[0, at].bytesize
         raise InvalidInput, format("operation key has the control character U+%04X at byte %d; " \
                                    "keys may not contain control characters", key[at].ord, byte)
+      end
+      if key.start_with?(" ") || key.end_with?(" ")
+        raise InvalidInput, "operation key #{key.inspect} begins or ends with a space; an HTTP header would drop it"
       end
       key
     end

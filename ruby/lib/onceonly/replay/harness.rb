@@ -2,6 +2,7 @@
 
 require "json"
 require "securerandom"
+require "fileutils"
 require "tmpdir"
 require "onceonly/replay/allowed"
 require "onceonly/replay/workers"
@@ -57,7 +58,10 @@ module Onceonly
             @entries << entry(number, scenario, title, variant, kind, by_kind[kind], ((monotonic - t) * 1000).round)
           end
         end
-        report(((monotonic - started) * 1000).round)
+        done = report(((monotonic - started) * 1000).round)
+        @workers.stop
+        FileUtils.rm_rf(@log_dir) if done["pass"] # kept for a look when something failed
+        done
       ensure
         @workers&.stop
       end

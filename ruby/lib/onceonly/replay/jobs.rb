@@ -59,10 +59,10 @@ module Onceonly
 
       # A local effect: a row in the same database, on the connection given.
       def insert_row(conn, job_type, op_key)
-        if conn.is_a?(SQLite3::Database)
-          conn.execute("INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
-        else
+        if conn.respond_to?(:exec_params) # PG::Connection
           conn.exec_params("INSERT INTO #{TABLE} (job_type, op_key) VALUES ($1, $2)", [job_type, op_key])
+        else # SQLite3::Database
+          conn.execute("INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
         end
       end
 

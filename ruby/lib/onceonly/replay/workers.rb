@@ -52,6 +52,8 @@ module Onceonly
       end
 
       def stop
+        return if @pids.empty?
+
         @pids.each { |pid| Process.kill(:TERM, pid) rescue nil } # rubocop:disable Style/RescueModifier
         deadline = Time.now + 15
         @pids.each do |pid|
@@ -60,6 +62,7 @@ module Onceonly
           nil
         end
         @pids.each { |pid| Process.kill(:KILL, pid) rescue nil } # rubocop:disable Style/RescueModifier
+        @pids.clear
       end
 
       private
