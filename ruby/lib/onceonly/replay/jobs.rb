@@ -174,3 +174,4 @@ Sidekiq.configure_server do |config|
   config.options[:poll_interval_average] = 1
 end
 Redis.sadd_returns_boolean = false if Redis.respond_to?(:sadd_returns_boolean=)
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)

@@ -9,7 +9,9 @@ module Onceonly
     # perform_in). Sidekiq's fetch drops the job of a process that dies before
     # it claims; the queued record is what lets the re-drive push such a job
     # again. The same key with another payload is refused here
-    # (Onceonly::PayloadMismatch); the same payload again is a no-op.
+    # (Onceonly::PayloadMismatch); the same payload again is a no-op. A job
+    # guarded with `record_at_push: false` is only checked (one write less
+    # per job; a job dropped before its claim is then not re-driven).
     class ClientMiddleware
       def call(worker_class, job, _queue, _redis_pool)
         klass = self.class.job_class(worker_class)
@@ -20,6 +22,8 @@ module Onceonly
       def record(config, job)
         key = config.key_for(job["args"])
         payload = config.payload_for(job["args"])
+        return unless config.record_at_push
+
         store = config.store || Sidekiq.store
         delay_ms = job["at"] ? [((job["at"].to_f - Time.now.to_f) * 1000).round, 0].max : 0
         found = store.op_enqueue(job_type: config.spec.job_type, op_key: key, fingerprint: payload.fingerprint,

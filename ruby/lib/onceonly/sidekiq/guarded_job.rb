@@ -3,7 +3,7 @@
 module Onceonly
   module Sidekiq
     # A job class's guard settings.
-    Config = Struct.new(:spec, :key, :connection, :store, keyword_init: true) do
+    Config = Struct.new(:spec, :key, :connection, :store, :record_at_push, keyword_init: true) do
       # The operation key of a delivery with these perform arguments.
       def key_for(args)
         raw = key.is_a?(Integer) ? args.fetch(key) { raise InvalidInput, "key: argument #{key} is missing" } : key.call(*args)
@@ -29,7 +29,7 @@ module Onceonly
     # The module `Onceonly::Sidekiq.guard(...)` returns. Including it in a job
     # class registers the class, and wraps its perform in the guard.
     class GuardedJob < Module
-      def initialize(key:, effect:, job_type:, connection: nil, store: nil, max_retries: 3, **timing)
+      def initialize(key:, effect:, job_type:, connection: nil, store: nil, max_retries: 3, record_at_push: true, **timing)
         super()
         unless key.is_a?(Integer) || key.respond_to?(:call)
           raise InvalidInput, "key: must be a lambda from the perform arguments to the operation key, or an argument index"
@@ -37,7 +37,7 @@ module Onceonly
         raise InvalidInput, "connection: is for local effects only" if connection && effect.to_s != "local"
 
         @settings = { key: key, effect: effect, job_type: job_type, connection: connection, store: store,
-                      max_retries: max_retries, timing: timing }
+                      max_retries: max_retries, record_at_push: record_at_push ? true : false, timing: timing }
       end
 
       def included(base)
@@ -48,7 +48,8 @@ module Onceonly
           raise InvalidInput, "job type #{spec.job_type} is already guarded by #{other.name}"
         end
 
-        config = Config.new(spec: spec, key: s[:key], connection: s[:connection], store: s[:store]).freeze
+        config = Config.new(spec: spec, key: s[:key], connection: s[:connection], store: s[:store],
+                            record_at_push: s[:record_at_push]).freeze
         max_retries = s[:max_retries]
         base.define_singleton_method(:onceonly_config) { config }
         base.define_singleton_method(:onceonly_guard) do

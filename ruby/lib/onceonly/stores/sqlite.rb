@@ -31,7 +31,7 @@ module Onceonly
       super(url)
       @path = self.class.path_of(url)
       @statements = {}
-      @pool = ConnectionPool.new(size: pool, timeout: 60) { open_connection }
+      @pool = ConnectionPool.new(size: pool, timeout: 60) { pool_connection }
       @pool.with { |_| nil } # create the file and set WAL now, so errors surface here
     end
 
@@ -51,14 +51,21 @@ module Onceonly
       db = SQLite3::Database.new(@path)
       # Waits in Ruby (sleep releases the GVL), so other threads run meanwhile.
       db.busy_handler do |count|
-        sleep([0.001 * (2**[count, 6].min), 0.05].min)
-        count < BUSY_WAIT_S * 50
+        sleep([0.0002 * (2**[count, 7].min), 0.02].min)
+        count < BUSY_WAIT_S * 50 + 7
       end
       db.execute("PRAGMA journal_mode=WAL")
       db.execute("PRAGMA synchronous=NORMAL")
       db
     rescue SQLite3::Exception => e
       raise DatabaseError, "cannot open SQLite database #{@path}: #{e.message}"
+    end
+
+    # A connection of the store's own pool: its statements stay prepared.
+    def pool_connection
+      db = open_connection
+      db.instance_variable_set(:@onceonly_statements, {})
+      db
     end
 
     # Applies the migrations not yet recorded in onceonly_migrations, as the
@@ -145,22 +152,28 @@ module Onceonly
     end
 
     def driver_rows(db, sql, params)
-      params = text_params(params)
-      stmt = db.prepare(sql)
-      begin
+      with_statement(db, sql) do |stmt|
         columns = stmt.columns
-        stmt.execute(*params).map { |values| columns.zip(values).to_h }
-      ensure
-        stmt.close
+        stmt.execute(*text_params(params)).map { |values| columns.zip(values).to_h }
       end
     end
 
     def driver_exec(db, sql, params)
-      params = text_params(params)
+      with_statement(db, sql) do |stmt|
+        stmt.execute(*text_params(params)).to_a
+        db.changes
+      end
+    end
+
+    # The store's own connections keep their statements prepared; a user's
+    # connection gets each one prepared and closed again.
+    def with_statement(db, sql)
+      cache = db.instance_variable_get(:@onceonly_statements)
+      return yield(cache[sql] ||= db.prepare(sql)) if cache
+
       stmt = db.prepare(sql)
       begin
-        stmt.execute(*params).to_a
-        db.changes
+        yield stmt
       ensure
         stmt.close
       end
