@@ -7,7 +7,7 @@
 # docs/sidekiq.md, to keep the step short).
 set -euo pipefail
 
-packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick)
+packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick ruby-activerecord)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -62,19 +62,24 @@ module Onceonly
       store.with_connection { |c| in_transaction(c, op_key, payload, effect) }
     end
 
+    # Like run_local, inside a transaction the caller opened on `conn` (and
+    # commits or rolls back): claim, the block, completion. For frameworks
+    # that own the transaction (ActiveRecord::Base.transaction).
+    def run_local_in(conn, op_key, payload = nil, &effect)
+      raise InvalidInput, "run_local_in needs a block: the effect, given the connection and the context" unless effect
+
+      kind, found = claim_in(conn, op_key, payload)
+      return found if kind == :settled
+
+      fault(:after_claim, found.ctx)
+      result = local_effect(conn, found, effect)
+      complete_in(conn, found, result)
+    end
+
     private
 
     def in_transaction(conn, op_key, payload, effect)
-      store.transaction(conn) do
-        kind, found = claim_in(conn, op_key, payload)
-        if kind == :settled
-          found
-        else
-          fault(:after_claim, found.ctx)
-          result = local_effect(conn, found, effect)
-          complete_in(conn, found, result)
-        end
-      end
+      store.transaction(conn) { run_local_in(conn, op_key, payload, &effect) }
     end
 
     def local_effect(conn, local_claim, effect)

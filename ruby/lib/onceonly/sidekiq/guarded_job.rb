@@ -35,6 +35,9 @@ module Onceonly
           raise InvalidInput, "key: must be a lambda from the perform arguments to the operation key, or an argument index"
         end
         raise InvalidInput, "connection: is for local effects only" if connection && effect.to_s != "local"
+        unless connection.nil? || connection == :active_record || connection.respond_to?(:call)
+          raise InvalidInput, "connection: must be :active_record or a lambda giving a PG::Connection or SQLite3::Database"
+        end
 
         @settings = { key: key, effect: effect, job_type: job_type, connection: connection, store: store,
                       max_retries: max_retries, record_at_push: record_at_push ? true : false, timing: timing }
@@ -134,8 +137,20 @@ module Onceonly
           @job.onceonly = Context.new(ctx, conn)
           body.call
         end
+        return run_local_active_record(guard, key, payload, local) if @config.connection == :active_record
+
         conn = @config.connection&.call
         guard.run_local(key, payload, conn: conn, &local)
+      end
+
+      # Inside ActiveRecord's transaction on its connection, so the job's
+      # models commit or roll back with the claim and its completion.
+      def run_local_active_record(guard, key, payload, local)
+        base = ::ActiveRecord::Base
+        base.transaction do
+          base.connection.materialize_transactions # BEGIN now: the claim is the first write in it
+          guard.run_local_in(base.connection.raw_connection, key, payload, &local)
+        end
       end
 
       def settle(key, outcome)

@@ -154,7 +154,10 @@ module Onceonly
     def driver_rows(db, sql, params)
       with_statement(db, sql) do |stmt|
         columns = stmt.columns
-        stmt.execute(*text_params(params)).map { |values| columns.zip(values).to_h }
+        # A connection with results_as_hash (ActiveRecord's) yields hashes.
+        stmt.execute(*text_params(params)).map do |values|
+          values.is_a?(Hash) ? columns.to_h { |c| [c, values[c]] } : columns.zip(values).to_h
+        end
       end
     end
 
