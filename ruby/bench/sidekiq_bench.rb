@@ -26,6 +26,7 @@ OptionParser.new do |o|
   o.on("--push-threads N", Integer, "Threads pushing, like an app's request threads (default 5)") { |v| opts[:push_threads] = v }
 end.parse!
 abort "--redis and --db are required" unless opts[:redis] && opts[:db]
+$stdout.sync = true
 
 run = SecureRandom.hex(4)
 env = { "REDIS_URL" => opts[:redis], "ONCEONLY_DB" => opts[:db], "ONCEONLY_BENCH_RUN" => run }

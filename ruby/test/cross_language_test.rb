@@ -80,6 +80,7 @@ module CrossLanguageCases
                         fault_hook: ->(p, _) { raise Onceonly::InjectedCrash, p if p == :after_claim })
     assert_raises(Onceonly::InjectedCrash) { dying.run("order-7", PAYLOAD) { flunk } }
     sleep 1.1 # the CLI reads the database's real clock: the lease must really pass
+    assert_match(/order-7/, cli("stuck", "--job", "mail.keyed"), "the operator sees Ruby's stale claim")
     cli("run", "--job", "mail.keyed", "--http", @dest.url, "--effect", "keyed", "--lease", "5s",
         "--timeout", "2s", "--drain")
     r = store.op_get("mail.keyed", "order-7").record
