@@ -144,6 +144,32 @@ impl SqliteStore {
         })
     }
 
+    /// Opens the file at `url` only if it exists: for commands that only
+    /// read, which must not leave an empty database behind a mistyped path.
+    pub async fn connect_existing(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?;
+        let path = options.get_filename();
+        if !path.is_file() {
+            return Err(Error::Invalid(format!(
+                "no SQLite database at {}: nothing to read (`onceonly migrate` creates one)",
+                path.display()
+            )));
+        }
+        Self::connect(url).await
+    }
+
+    /// Whether the file holds onceonly's tables (`migrate` has run).
+    pub async fn has_tables(&self) -> Result<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'onceonly_ops'",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(self.err())?;
+        Ok(found.is_some())
+    }
+
     /// Another store on the same file with its own connections, sharing this
     /// store's clock offset (a second worker, in tests).
     pub async fn reconnect(&self) -> Result<Self> {
