@@ -274,3 +274,14 @@ fn keys_a_destination_cannot_carry_are_refused_at_enqueue() {
         "all or nothing: nothing queued"
     );
 }
+
+#[test]
+fn a_sqlite_file_that_cannot_be_opened_is_named() {
+    let out = oo("sqlite:///nonexistent-dir-for-onceonly/x.db", &["migrate"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir-for-onceonly/x.db"),
+        "{}",
+        text(&out)
+    );
+}

@@ -129,7 +129,10 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await
-            .map_err(map_err(url))?;
+            .map_err(|e| Error::Unreachable {
+                url: onceonly::db_url::redact(url),
+                reason: format!("cannot open {}: {e}", options.get_filename().display()),
+            })?;
         // The pool created the file and put it in WAL mode.
         let writer =
             Writer::open(options.get_filename(), BUSY_TIMEOUT).map_err(|e| Error::Unreachable {
