@@ -20,6 +20,80 @@
 //! store.migrate().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## A local effect: claim, your write and completion in one transaction
+//!
+//! [`Guard::run_local`](onceonly::Guard::run_local) opens a transaction on
+//! the store's pool, claims, runs your closure on that transaction's
+//! connection, completes and commits; an error from the closure rolls all of
+//! it back ([`onceonly::Error::LocalEffect`] keeps your error as its source).
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> onceonly::Result<()> {
+//! use onceonly::{EffectCtx, EffectKind, Guard, JobSpec, Outcome, Payload};
+//! let guard = Guard::new(store, JobSpec::new("add_loyalty_points", EffectKind::Local))?;
+//! let payload = Payload::parse(r#"{"customer": 7, "points": 50}"#)?;
+//! let outcome = guard
+//!     .run_local("order-42", &payload, |conn, ctx: &EffectCtx| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO points (op_key, customer, points) VALUES (?1, ?2, ?3)")
+//!                 .bind(&ctx.op_key)
+//!                 .bind(ctx.payload["customer"].as_i64())
+//!                 .bind(ctx.payload["points"].as_i64())
+//!                 .execute(&mut *conn)
+//!                 .await?;
+//!             Ok(serde_json::json!({ "added": 50 }))
+//!         })
+//!     })
+//!     .await?;
+//! // A redelivery finds it done and gets the stored result back.
+//! assert!(matches!(outcome, Outcome::Done { .. }));
+//! # Ok(()) }
+//! ```
+//!
+//! ## In a transaction of your own
+//!
+//! [`Guard::claim_in`](onceonly::Guard::claim_in) and
+//! [`Guard::complete_in`](onceonly::Guard::complete_in) do the same inside a
+//! transaction you opened, with other writes of yours around them.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{EffectKind, Guard, JobSpec, LocalStart, Payload};
+//! let guard = Guard::new(store.clone(), JobSpec::new("ledger_entry", EffectKind::Local))?;
+//! let mut tx = store.pool().begin().await?;
+//! match guard.claim_in(&mut tx, "invoice-9", &Payload::none()).await? {
+//!     LocalStart::Claimed(claim) => {
+//!         sqlx::query("INSERT INTO ledger (op_key, cents) VALUES (?1, 1200)")
+//!             .bind(&claim.ctx.op_key)
+//!             .execute(&mut *tx)
+//!             .await?;
+//!         guard.complete_in(&mut tx, &claim, &serde_json::Value::Null).await?;
+//!         tx.commit().await?;
+//!     }
+//!     LocalStart::Settled(outcome) => println!("nothing to do: {outcome:?}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## The outbox: queue an outside call with your business write
+//!
+//! [`onceonly::ops::enqueue_in`] queues the operation in your transaction:
+//! it exists if and only if your write commits. `onceonly run` (or a
+//! [`Relay`](onceonly::relay::Relay) in your process) then sends it once.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{ops, Payload};
+//! let mut tx = store.pool().begin().await?;
+//! sqlx::query("UPDATE orders SET state = 'paid' WHERE id = 42")
+//!     .execute(&mut *tx)
+//!     .await?;
+//! let payload = Payload::parse(r#"{"order": 42, "to": "ana@example.com"}"#)?;
+//! ops::enqueue_in(&store, &mut tx, "send_receipt", "order-42", &payload, None).await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 mod checkpoint;
