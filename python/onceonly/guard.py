@@ -315,7 +315,10 @@ class Guard:
         if self.spec.effect is not Kind.LOCAL:
             raise InvalidInput(f"run_local is for local effects; this job's effect is {self.spec.kind_name}")
         validate_op_key(op_key)
-        self.store.driver_connection(conn)  # refuse a foreign connection before anything runs
+        from .local import dialect_of
+
+        if dialect_of(conn) != self.store.dialect:  # refuse a foreign connection before anything runs
+            raise InvalidInput(f"this job's records are on {self.store.dialect}; the connection given is {dialect_of(conn)}")
         with transaction(conn):
             found = self.store.claim_in(conn, self.spec.job_type, op_key, self.owner, payload, self.spec.lease_ms)
             if isinstance(found, Snapshot):

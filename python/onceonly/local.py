@@ -27,6 +27,27 @@ def driver_connection(conn: Any) -> Any:
     )
 
 
+def dialect_of(conn: Any) -> str:
+    """``sqlite`` or ``postgres`` for the user's connection, without touching it
+    (a SQLAlchemy session would begin a transaction on first use)."""
+    if _is_sqlalchemy(conn):
+        bind = conn.get_bind() if hasattr(conn, "get_bind") else conn.engine
+        name, driver = bind.dialect.name, bind.dialect.driver
+        if name == "sqlite" and driver == "pysqlite":
+            return "sqlite"
+        if name == "postgresql" and driver == "psycopg":
+            return "postgres"
+        raise InvalidInput(f"a SQLAlchemy session on {name}+{driver}: onceonly runs on sqlite (pysqlite) or postgresql+psycopg")
+    if isinstance(conn, sqlite3.Connection):
+        return "sqlite"
+    if type(conn).__module__.startswith("psycopg"):
+        return "postgres"
+    raise InvalidInput(
+        f"a local effect needs a sqlite3 connection, a psycopg connection or a SQLAlchemy session, "
+        f"not {type(conn).__name__}"
+    )
+
+
 @contextmanager
 def transaction(conn: Any) -> Iterator[None]:
     """One transaction on the user's connection: committed when the block ends,
