@@ -72,7 +72,10 @@ class Destination:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except OSError:  # the client went away (a killed worker)
+                    pass
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
