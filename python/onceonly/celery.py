@@ -186,8 +186,9 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
                 raise self.retry(exc=e, countdown=5)
             return _settle(self, spec, op_key, outcome)
 
-        run.__name__, run.__doc__, run.__module__ = fn.__name__, fn.__doc__, fn.__module__
-        run.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
+        name = fn.__name__ if fn.__name__.isidentifier() else spec.job_type.replace(".", "_").replace("-", "_")
+        run.__name__, run.__doc__, run.__module__ = name, fn.__doc__, fn.__module__
+        run.__qualname__ = name if name != fn.__name__ else getattr(fn, "__qualname__", name)
         task = app.task(**options)(run)
         task.onceonly_spec = spec
         return task
