@@ -88,7 +88,13 @@ def timing_problems(app: Celery) -> List[str]:
         if spec is None:
             continue
         checked = JobSpec(**{**spec.__dict__, "redelivery_timeout_ms": redelivery})
-        for rule in checked.broken_timing_rules():
+        broken = checked.broken_timing_rules()
+        if redelivery is not None and redelivery <= spec.lease_ms:
+            # A delivery that finds the claim in progress waits, unacknowledged,
+            # up to one lease for its retry: the broker must not hand it out again meanwhile.
+            broken.append(f"queue redelivery timeout ({fmt_ms(redelivery)}) must be longer than the lease "
+                          f"({fmt_ms(spec.lease_ms)}), which a retry of an operation in progress waits")
+        for rule in broken:
             problems.append(f"task {task.name} (job {spec.job_type}): {rule} [{source}]")
     return problems
 

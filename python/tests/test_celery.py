@@ -32,8 +32,13 @@ def test_timing_problems_name_both_values():
     app = Celery("t", broker="redis://127.0.0.1:6379/12")
     app.conf.broker_transport_options = {"visibility_timeout": 5}
     guarded_task(app, db="sqlite:///x.db", job="report", key="day", lease="30s", timeout="10s")(lambda ctx, day: day)
-    (problem,) = timing_problems(app)
-    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in problem
+    timeout_rule, lease_rule = timing_problems(app)
+    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in timeout_rule
+    assert "queue redelivery timeout (5s) must be longer than the lease (30s)" in lease_rule
+    assert "[redis visibility_timeout]" in lease_rule
+    app.conf.broker_transport_options = {"visibility_timeout": 20}
+    (lease_only,) = timing_problems(app)
+    assert "queue redelivery timeout (20s) must be longer than the lease (30s)" in lease_only
     app.conf.broker_transport_options = {"visibility_timeout": 3600}
     assert timing_problems(app) == []
     amqp = Celery("t2", broker=AMQP)
