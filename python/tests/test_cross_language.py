@@ -126,19 +126,24 @@ def test_a_rust_claim_is_held_from_python_and_resolved_by_the_cli(db_url, cli, d
     assert Guard(store, spec(effect="opaque")).run("k", P, lambda ctx: sent.append(1)) == Done(None, "item-1", True)
 
 
-def test_a_python_claim_is_taken_over_by_the_rust_relay(db_url, cli, destination):
+@pytest.mark.parametrize("effect", ["keyed", "opaque"])
+def test_a_python_claim_is_taken_over_by_the_rust_relay(db_url, cli, destination, effect):
     store = onceonly.connect(db_url)
     store.migrate()
-    crashing = Guard(store, spec(effect="keyed", lease="1s", timeout="500ms"),
+    crashing = Guard(store, spec(effect=effect, lease="1s", timeout="500ms"),
                      fault_hook=lambda point: "crash" if point == "after_claim" else None)
     with pytest.raises(onceonly.InjectedCrash):
         crashing.run("k", P, HttpDestination(destination.base_url).send)
     # The CLI reads the clock unshifted: the 1s lease must pass for real.
     stuck = wait_for(lambda: json_lines(oo(cli, db_url, "stuck", "--json").stdout), "the claim to be stuck", 5)
     assert stuck[0]["owner"] == crashing.owner and stuck[0]["token"] == 1
-    oo(cli, db_url, "run", "--job", "mail", "--http", destination.base_url, "--effect", "keyed",
+    oo(cli, db_url, "run", "--job", "mail", "--http", destination.base_url, "--effect", effect,
        "--lease", "5s", "--timeout", "2s", "--drain", timeout=60)
     rec = store.get("mail", "k").record
+    if effect == "opaque":  # hold: nobody can tell whether Python's effect happened
+        assert (rec.state, rec.token) == (State.HELD, 2) and destination.effects("mail:k") == 0
+        assert store.history("mail", "k")[0].event == "take_over"
+        return
     assert (rec.state, rec.token, rec.attempts) == (State.COMPLETED, 2, 2)
     assert destination.effects("mail:k") == 1
     (event,) = store.history("mail", "k")

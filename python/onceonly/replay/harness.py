@@ -126,13 +126,7 @@ class Run:
             states = demo.record_states(self.store, self.job(kind, False), keys)
             e["records"] = {"count": sum(states.values()), "states": states}
             e["checks"] = [{"name": n, "passed": bool(ok), "detail": d} for n, ok, d in checks]
-            for key, n in guarded.items():
-                if not allow["min"] <= n <= allow["max"]:
-                    e["failures"].append(f"{key}: {n} counted, allowed {allow['min']}-{allow['max']}")
-            for state in states:
-                if state not in allow["states"]:
-                    e["failures"].append(f"a record ended {state}; allowed {', '.join(allow['states'])}")
-            e["failures"] += [f"check failed: {c['name']} ({c['detail']})" for c in e["checks"] if not c["passed"]]
+            e["failures"] += judge(allow, guarded, states, e["checks"])
         except Exception as ex:  # the entry fails, the run goes on
             e["error"] = f"{type(ex).__name__}: {ex}"
             e["failures"].append(e["error"])
@@ -351,6 +345,15 @@ class Run:
                 conn.default_channel.queue_delete(self.queue)
         except Exception:
             pass
+
+
+def judge(allow: Dict, guarded: Dict[str, int], states: Dict[str, int], checks: List[Dict]) -> List[str]:
+    """Every way a guarded run broke what was allowed before it ran (empty: pass)."""
+    failures = [f"{key}: {n} counted, allowed {allow['min']}-{allow['max']}"
+                for key, n in guarded.items() if not allow["min"] <= n <= allow["max"]]
+    failures += [f"a record ended {state}; allowed {', '.join(allow['states'])}" for state in states if state not in allow["states"]]
+    failures += [f"check failed: {c['name']} ({c['detail']})" for c in checks if not c["passed"]]
+    return failures
 
 
 def _by_run(counts: Dict[str, int]) -> Dict[str, int]:
