@@ -298,3 +298,17 @@ def test_unreachable_databases_are_named(tmp_path):
         onceonly.connect(f"sqlite:///{tmp_path}/no/such/dir/x.db").migrate()
     with pytest.raises(onceonly.InvalidInput, match="not a database URL"):
         onceonly.connect("mysql://x")
+
+
+def test_a_broken_postgres_connection_is_replaced(pg_store):
+    import psycopg
+
+    g = Guard(pg_store, spec())
+    g.run("a", P, Counting())
+    pid = pg_store._conn().info.backend_pid
+    with psycopg.connect(pg_store.url, autocommit=True) as admin:  # as a server restart would
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(onceonly.OnceonlyError):
+        g.run("b", P, Counting())
+    assert isinstance(g.run("b", P, Counting()), Done)
+    assert pg_store._conn().info.backend_pid != pid

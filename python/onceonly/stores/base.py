@@ -7,7 +7,7 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..canonical import Payload
-from ..errors import DatabaseError
+from ..errors import DatabaseError, Unreachable
 from ..record import AuditEvent, Claim, Record, Snapshot, State
 from . import params
 from .params import OpMove
@@ -60,8 +60,8 @@ class Store:
     def _own(self, name: str, args: Sequence) -> Tuple[int, Rows]:
         try:
             return self._run(self._conn(), name, args)
-        except DatabaseError:
-            self._drop_conn()
+        except (DatabaseError, Unreachable):
+            self._drop_conn()  # a broken connection is not reused; the next call opens a new one
             raise
 
     def _drop_conn(self) -> None:
