@@ -36,5 +36,5 @@ psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $db"
 trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"' EXIT
 "$venv/bin/python" -m onceonly.replay --queue celery --broker amqp://guest:guest@127.0.0.1:5672// \
   --db "postgresql://postgres@127.0.0.1:5432/$db" --runs 20 --json "$reports/rabbitmq.json"
-"$venv/bin/python" -m onceonly.replay --queue celery --broker redis://127.0.0.1:6379/12 \
+"$venv/bin/python" -m onceonly.replay --queue celery --broker redis://127.0.0.1:6379/14 \
   --scenarios repeat,concurrent --runs 20 --json "$reports/redis.json"

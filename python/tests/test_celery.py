@@ -16,7 +16,7 @@ from conftest import CI, unreachable
 
 HERE = os.path.dirname(__file__)
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
-REDIS = os.environ.get("ONCEONLY_TEST_REDIS", "redis://127.0.0.1:6379/12")
+REDIS = os.environ.get("ONCEONLY_TEST_REDIS", "redis://127.0.0.1:6379/14")
 
 
 def reachable(url, port):
@@ -29,7 +29,7 @@ def reachable(url, port):
 def test_timing_problems_name_both_values():
     from celery import Celery
 
-    app = Celery("t", broker="redis://127.0.0.1:6379/12")
+    app = Celery("t", broker="redis://127.0.0.1:6379/14")
     app.conf.broker_transport_options = {"visibility_timeout": 5}
     guarded_task(app, db="sqlite:///x.db", job="report", key="day", lease="30s", timeout="10s")(lambda ctx, day: day)
     timeout_rule, lease_rule = timing_problems(app)

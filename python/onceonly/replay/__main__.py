@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 
@@ -33,6 +34,8 @@ def main(argv=None) -> int:
     if bad or a.runs < 1 or a.workers < 2:
         ap.error(f"unknown scenarios or kinds {bad}, or --runs < 1, or --workers < 2")
 
+    # SIGTERM (a CI timeout, a person) ends the run through its cleanup: workers stopped, queue deleted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     say = lambda text: print(text, flush=True)
     started = time.monotonic()
     run = Run(a.broker, a.db, a.runs, a.workers, a.lease, a.timeout, a.visibility_timeout, say)

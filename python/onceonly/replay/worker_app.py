@@ -32,12 +32,20 @@ KINDS = {  # kind -> (effect, on_stale, destination)
 }
 EFFECT_PAUSE_S = 0.02  # inside the effect, so two deliveries at once overlap
 
+
+
+def transport_options(visibility_timeout_s: float) -> dict:
+    """Redis: a message a killed worker held comes back after the visibility
+    timeout, swept for every second (kombu sweeps every 100s by default)."""
+    return {"visibility_timeout": visibility_timeout_s, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+
+
 app = Celery("onceonly-replay", broker=CONFIG["broker"])
 app.conf.update(
     task_default_queue=CONFIG["queue"],
     worker_prefetch_multiplier=1,
     task_acks_late=True,
-    broker_transport_options={"visibility_timeout": CONFIG["visibility_timeout_s"]},
+    broker_transport_options=transport_options(CONFIG["visibility_timeout_s"]),
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
