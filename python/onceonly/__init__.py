@@ -20,4 +20,11 @@ from .record import Claim, Record, Snapshot, State
 from .spec import JobSpec, Kind, StalePolicy
 from .stores import Store, connect
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "Payload", "canonical_json", "EffectCtx", "NotSent", "OutcomeUnknown", "PermanentFailure", "Sent",
+    "DatabaseError", "EffectTimeout", "InjectedCrash", "InvalidInput", "InvalidKey", "InvalidPayload",
+    "LocalEffectFailed", "LostClaim", "NotFound", "OnceonlyError", "PayloadMismatch", "TimingError",
+    "UnknownEffectKind", "Unreachable", "Guard", "idempotency_key", "validate_job_type", "validate_op_key",
+    "Cancelled", "Done", "Failed", "Held", "InProgress", "NotDue", "Outcome", "RetryLater", "WithdrawFailed",
+    "Claim", "Record", "Snapshot", "State", "JobSpec", "Kind", "StalePolicy", "Store", "connect",
+]

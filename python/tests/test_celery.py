@@ -12,7 +12,7 @@ import pytest
 import onceonly
 from onceonly import Payload
 from onceonly.celery import OperationFailed, OperationHeld, guarded_task, timing_problems
-from conftest import CI, unreachable
+from conftest import unreachable
 
 HERE = os.path.dirname(__file__)
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")

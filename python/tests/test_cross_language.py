@@ -2,7 +2,6 @@
 claim taken in Rust taken over from Python and the other way round, and
 every operator command on records Python wrote."""
 import json
-import os
 import signal
 import sqlite3
 import subprocess

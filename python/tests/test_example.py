@@ -1,5 +1,4 @@
 """The example app runs end to end: every task delivered three times, every effect once."""
-import os
 import subprocess
 import sys
 
