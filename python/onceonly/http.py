@@ -9,6 +9,7 @@ import socket
 from typing import Optional, Tuple
 from urllib.parse import quote, urlsplit
 
+from .canonical import canonical_json
 from .effect import EffectCtx, NotSent, OutcomeUnknown, PermanentFailure, Sent
 from .errors import InvalidInput
 
@@ -39,7 +40,8 @@ class HttpDestination:
         return max(min(self.timeout, left), 0.05)
 
     def send(self, ctx: EffectCtx) -> Sent:
-        body = json.dumps(ctx.payload).encode() if ctx.payload is not None else b""
+        # The body is the payload's canonical JSON, as the Rust relay sends the stored one.
+        body = canonical_json(ctx.payload).encode() if ctx.payload is not None else b""
         conn = self._connection(self._timeout(ctx))
         try:
             try:
