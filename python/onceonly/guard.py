@@ -207,7 +207,7 @@ class Guard:
             raise
         except Exception as e:  # it may have acted before it raised
             return (_UNKNOWN, f"the effect raised {type(e).__name__}: {e}")
-        if ctx.remaining() == 0 and not isinstance(value, Sent):
+        if ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
             log.warning("effect of %s:%s returned after the job timeout (%s)", ctx.job_type, ctx.op_key, fmt_ms(self.spec.timeout_ms))
         return (_DONE, value if isinstance(value, Sent) else Sent(None, value))
 
