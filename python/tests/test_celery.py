@@ -142,3 +142,10 @@ def test_a_permanent_failure_is_not_retried(worker):
     time.sleep(1)
     assert effects(d, "charge o-4") == 1
     assert store.get("charge", "o-4").record.state is onceonly.State.FAILED
+
+
+def test_a_bad_key_fails_the_task_naming_the_problem_and_writes_nothing(worker):
+    app, store, d = worker
+    with pytest.raises(onceonly.InvalidKey, match="control character U\\+000A"):
+        app.send_receipt.delay("o-5\nx", "e@example.com").get(timeout=30)
+    assert store.get("receipt", "o-5\nx") is None and effects(d, "receipt o-5\nx") == 0
