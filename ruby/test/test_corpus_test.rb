@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "rbconfig"
 
 # The shared cross-language corpus (protocol/corpus), run as every client runs it.
 class CorpusTest < Minitest::Test
@@ -58,6 +59,14 @@ class CorpusTest < Minitest::Test
     KEYS["idempotency_keys"].each do |c|
       assert_equal c["idempotency_key"], Onceonly::Keys.idempotency_key(c["job_type"], c["op_key"])
     end
+  end
+
+  # Digest::SHA256 left to Digest's lazy loading failed under Sidekiq when two
+  # threads fingerprinted first at once; onceonly loads it up front.
+  def test_sha256_is_loaded_with_onceonly_not_on_first_use
+    lib = File.expand_path("../lib", __dir__)
+    assert system(RbConfig.ruby, "-I", lib, "-e",
+                  'require "onceonly"; exit(Digest.constants(false).include?(:SHA256) ? 0 : 1)')
   end
 
   def test_bad_payloads_name_the_problem

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
-require "digest"
+# digest/sha2 loaded now: Digest::SHA256 autoloaded by two threads at once fails
+# ("Digest::Base cannot be directly inherited"), seen under Sidekiq.
+require "digest/sha2"
 require "json"
 
 module Onceonly

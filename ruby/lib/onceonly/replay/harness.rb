@@ -64,6 +64,7 @@ module Onceonly
         done
       ensure
         @workers&.stop
+        release_redis_db
       end
 
       private
@@ -96,16 +97,37 @@ module Onceonly
                   "#{Onceonly.redact(@db_url)}; lease #{Duration.format(@lease_ms)}; run #{@run_id}"
       end
 
-      # The replay needs a Redis database of its own: it empties it.
+      LEASE_KEY = "onceonly:replay:running"
+
+      # The replay needs a Redis database of its own: it empties it. A lease
+      # (renewed while the run lasts) keeps a second replay from emptying it
+      # under a running one.
       def claim_redis_db
         ::Sidekiq.redis do |r|
-          if r.dbsize.positive? && !r.exists?("onceonly:replay")
-            raise InvalidInput, "Redis database #{@redis_url} holds #{r.dbsize} keys that are not a replay's; " \
+          unless r.set(LEASE_KEY, @run_id, nx: true, px: 15_000)
+            raise InvalidInput, "Redis database #{@redis_url} is in use by replay run #{r.get(LEASE_KEY)}; " \
+                                "wait for it, or give this one another database number"
+          end
+          if r.dbsize > 1 && !r.exists?("onceonly:replay")
+            r.del(LEASE_KEY)
+            raise InvalidInput, "Redis database #{@redis_url} holds #{r.dbsize - 1} keys that are not a replay's; " \
                                 "give the replay a database number of its own (redis://HOST:6379/N)"
           end
           r.flushdb
+          r.set(LEASE_KEY, @run_id, px: 15_000)
           r.set("onceonly:replay", @run_id)
         end
+        @lease = Thread.new do
+          loop do
+            sleep 5
+            ::Sidekiq.redis { |r| r.set(LEASE_KEY, @run_id, px: 15_000) }
+          end
+        end
+      end
+
+      def release_redis_db
+        @lease&.kill
+        ::Sidekiq.redis { |r| r.del(LEASE_KEY) if r.get(LEASE_KEY) == @run_id }
       end
 
       # -- driving Sidekiq -------------------------------------------------------
