@@ -62,6 +62,7 @@ def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path):
     reachable(REDIS, 6379)
     env = dict(os.environ, ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/x.db", PYTHONPATH=os.path.join(HERE, "celery_apps"))
     out = subprocess.run([sys.executable, "-m", "celery", "-A", "bad_timing", "worker", "-P", "solo", "--without-gossip",
+                          "-n", f"bad-timing-{secrets.token_hex(4)}@%h",
                           "--without-mingle", "--without-heartbeat"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     said = out.stdout + out.stderr
@@ -82,10 +83,17 @@ def worker(tmp_path_factory):
 
     log = open(d / "worker.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "solo", "--without-gossip",
+                             "-n", f"test-{secrets.token_hex(4)}@%h",
                              "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     store = onceonly.connect(env["ONCEONLY_TEST_DB"])
     store.migrate()
+    deadline = time.monotonic() + 60
+    while " ready." not in (d / "worker.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the Celery worker did not start:\n" + (d / "worker.log").read_text()[-3000:])
+        time.sleep(0.1)
     yield behaviour, store, d
     proc.terminate()
     proc.wait(20)
