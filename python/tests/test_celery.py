@@ -157,3 +157,26 @@ def test_a_bad_key_fails_the_task_naming_the_problem_and_writes_nothing(worker):
     with pytest.raises(onceonly.InvalidKey, match="control character U\\+000A"):
         app.send_receipt.delay("o-5\nx", "e@example.com").get(timeout=30)
     assert store.get("receipt", "o-5\nx") is None and effects(d, "receipt o-5\nx") == 0
+
+
+def test_a_killed_prefork_child_s_message_comes_back_and_the_claim_is_taken_over(worker):
+    """acks_late + reject_on_worker_lost: the pool child dies (SIGKILL) after the
+    claim; its message returns to the broker and is redelivered; the claim is
+    live until its lease, then taken over and the effect made once."""
+    app, store, d = worker
+    log = open(d / "prefork.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "prefork", "-c", "1",
+                             "-Q", os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork", "-n", f"prefork-{secrets.token_hex(4)}@%h",
+                             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
+                            env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "celery_apps")), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert app.die_once.delay("o-7").get(timeout=60) == "done"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    said = (d / "prefork.log").read_text()
+    assert "WorkerLostError" in said or "SIGKILL" in said, said[-2000:]
+    rec = store.get("die_once", "o-7").record
+    assert (rec.state, rec.token, rec.attempts) == (onceonly.State.COMPLETED, 2, 2)
+    assert [e.event for e in store.history("die_once", "o-7")] == ["take_over"]
+    assert effects(d, "die_once o-7") == 1
