@@ -174,6 +174,8 @@ def test_a_killed_prefork_child_s_message_comes_back_and_the_claim_is_taken_over
     finally:
         proc.terminate()
         proc.wait(20)
+        with app.app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork")
     said = (d / "prefork.log").read_text()
     assert "WorkerLostError" in said or "SIGKILL" in said, said[-2000:]
     rec = store.get("die_once", "o-7").record
