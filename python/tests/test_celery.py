@@ -46,6 +46,16 @@ def test_timing_problems_name_both_values():
     assert "queue redelivery timeout (30m) must be longer than the job timeout (40m)" in timing_problems(amqp)[0]
 
 
+def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db="sqlite:///x.db", job="a", key="k", lease="30s", timeout="10s")(lambda ctx, k: k)
+    assert (task.soft_time_limit, task.time_limit) == (10, 20)
+    long = guarded_task(app, db="sqlite:///x.db", job="b", key="k", lease="30s", timeout="5m", heartbeat="10s")(lambda ctx, k: k)
+    assert (long.soft_time_limit, long.time_limit) == (300, 315)
+
+
 def test_bad_settings_are_refused_when_the_task_is_defined():
     from celery import Celery
 

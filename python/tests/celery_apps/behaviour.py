@@ -34,7 +34,8 @@ def charge(ctx, order_id, fail=False):
     return "charged"
 
 
-@guarded_task(app, db=DB, job="die_once", key="order_id", effect="keyed", lease="2s", timeout="1s")
+# Prefork enforces time limits (soft 2s, hard 3s): room for a fresh pool child on a busy machine.
+@guarded_task(app, db=DB, job="die_once", key="order_id", effect="keyed", lease="4s", timeout="2s")
 def die_once(ctx, order_id):
     """The prefork pool child running it is SIGKILLed after the claim, the first time."""
     import signal
