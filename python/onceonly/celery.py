@@ -178,7 +178,10 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
     if spec.effect is Kind.LOCAL and connection is None:
         raise InvalidKey("a local effect needs connection=: a function returning your connection or session")
     options: Dict[str, Any] = dict(
-        bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+        # A killed worker's message and a task killed at its hard time limit
+        # both go back to the broker: each is a crash, and the redelivery
+        # takes the stale claim over by policy (acks_on_timeout: Celery 5.7+).
+        bind=True, acks_late=True, reject_on_worker_lost=True, acks_on_timeout=False, max_retries=None,
         soft_time_limit=spec.timeout_ms / 1000, time_limit=hard_time_limit_ms(spec) / 1000,
     )
     options.update(task_options)

@@ -180,14 +180,22 @@ def test_a_killed_prefork_child_s_message_comes_back_and_the_claim_is_taken_over
                              "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "celery_apps")), stdout=log, stderr=subprocess.STDOUT)
     try:
-        assert app.die_once.delay("o-7").get(timeout=60) == "done"
+        app.die_once.delay("o-7")
+        # Not .get(): when the hard time limit notices the dead child first,
+        # Celery stores TimeLimitExceeded as the result before it requeues.
+        deadline = time.monotonic() + 60
+        while not (store.get("die_once", "o-7") and store.get("die_once", "o-7").record.state is onceonly.State.COMPLETED):
+            assert time.monotonic() < deadline, "the redelivered message never completed the operation"
+            time.sleep(0.1)
     finally:
         proc.terminate()
         proc.wait(20)
         with app.app.connection_for_write() as conn:
             conn.default_channel.queue_delete(os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork")
     said = (d / "prefork.log").read_text()
-    assert "WorkerLostError" in said or "SIGKILL" in said, said[-2000:]
+    # The pool notices the dead child (WorkerLostError), or, on a busy machine,
+    # its hard time limit fires first: either way the message goes back.
+    assert "WorkerLostError" in said or "Hard time limit" in said, said[-2000:]
     rec = store.get("die_once", "o-7").record
     assert (rec.state, rec.token, rec.attempts) == (onceonly.State.COMPLETED, 2, 2)
     assert [e.event for e in store.history("die_once", "o-7")] == ["take_over"]
