@@ -149,6 +149,10 @@ async fn held_and_stuck_are_listed_oldest_first<S: Store>(db: &str, store: &S) {
     // Nothing of an unknown job type.
     let none = json_lines(&oo(db, &["stuck", "--job", &unique_job("none"), "--json"]));
     assert!(none.is_empty());
+    for (which, says) in [("stuck", "no stuck claims"), ("held", "no held operations")] {
+        let out = oo(db, &[which, "--job", &unique_job("none")]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), says);
+    }
 }
 
 async fn resolve_every_way<S: Store>(db: &str, store: &S) {

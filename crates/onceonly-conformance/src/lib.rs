@@ -41,9 +41,9 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// How many committed rows the user table holds for `op_key`.
     fn local_count(&self, store: &Self::S, op_key: &str) -> impl Future<Output = i64> + Send;
 
-    /// Why the database cannot be reached, if it cannot. Outside CI the
-    /// suite then skips each case with a loud message; under `CI=true` an
-    /// unreachable database fails every case.
+    /// Why the database cannot be reached, if it cannot. Every case then
+    /// fails, or skips when `ONCEONLY_SKIP_PG=1` is set outside CI
+    /// ([`onceonly_sqlx::test_db::skip_unreachable`]).
     fn unavailable(&self) -> impl Future<Output = Option<String>> + Send {
         async { None }
     }
@@ -53,13 +53,7 @@ pub trait StoreFactory: Send + Sync + 'static {
 pub async fn ready<F: StoreFactory>(factory: &F, case: &str) -> bool {
     match factory.unavailable().await {
         None => true,
-        Some(why) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{case}: database unreachable under CI=true: {why}")
-        }
-        Some(why) => {
-            eprintln!("\n*** SKIPPED {case}: database unreachable: {why} (set CI=true to fail instead) ***\n");
-            false
-        }
+        Some(why) => !onceonly_sqlx::test_db::skip_unreachable(case, &why),
     }
 }
 

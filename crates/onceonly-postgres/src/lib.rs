@@ -259,6 +259,16 @@ impl PgStore {
         &self.options.schema
     }
 
+    /// Whether the schema holds onceonly's tables (`migrate` has run).
+    pub async fn has_tables(&self) -> Result<bool> {
+        let found: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            .bind(format!("\"{}\".ops", self.schema()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err(&self.url))?;
+        Ok(found.is_some())
+    }
+
     fn err(&self) -> impl Fn(sqlx::Error) -> Error + '_ {
         map_err(&self.url)
     }

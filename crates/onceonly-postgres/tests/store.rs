@@ -14,18 +14,13 @@ mod common;
 
 use common::{new_schema, url};
 
-/// `false` (skip, loudly) when the test database is unreachable outside CI.
+/// `false` (skip) only when the test database is unreachable and
+/// `ONCEONLY_SKIP_PG=1` is set; an unreachable database fails otherwise.
 async fn ready(test: &str) -> bool {
-    let Some(why) = common::unavailable().await else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: database unreachable under CI=true: {why}");
+    match common::unavailable().await {
+        None => true,
+        Some(why) => !onceonly_sqlx::test_db::skip_unreachable(test, &why),
     }
-    eprintln!(
-        "\n*** SKIPPED {test}: database unreachable: {why} (set CI=true to fail instead) ***\n"
-    );
-    false
 }
 
 async fn store_in(schema: &str) -> PgStore {

@@ -20,6 +20,80 @@
 //! store.migrate().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## A local effect: claim, your write and completion in one transaction
+//!
+//! [`Guard::run_local`](onceonly::Guard::run_local) opens a transaction on
+//! the store's pool, claims, runs your closure on that transaction's
+//! connection, completes and commits; an error from the closure rolls all of
+//! it back ([`onceonly::Error::LocalEffect`] keeps your error as its source).
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> onceonly::Result<()> {
+//! use onceonly::{EffectCtx, EffectKind, Guard, JobSpec, Outcome, Payload};
+//! let guard = Guard::new(store, JobSpec::new("add_loyalty_points", EffectKind::Local))?;
+//! let payload = Payload::parse(r#"{"customer": 7, "points": 50}"#)?;
+//! let outcome = guard
+//!     .run_local("order-42", &payload, |conn, ctx: &EffectCtx| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO points (op_key, customer, points) VALUES (?1, ?2, ?3)")
+//!                 .bind(&ctx.op_key)
+//!                 .bind(ctx.payload["customer"].as_i64())
+//!                 .bind(ctx.payload["points"].as_i64())
+//!                 .execute(&mut *conn)
+//!                 .await?;
+//!             Ok(serde_json::json!({ "added": 50 }))
+//!         })
+//!     })
+//!     .await?;
+//! // A redelivery finds it done and gets the stored result back.
+//! assert!(matches!(outcome, Outcome::Done { .. }));
+//! # Ok(()) }
+//! ```
+//!
+//! ## In a transaction of your own
+//!
+//! [`Guard::claim_in`](onceonly::Guard::claim_in) and
+//! [`Guard::complete_in`](onceonly::Guard::complete_in) do the same inside a
+//! transaction you opened, with other writes of yours around them.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{EffectKind, Guard, JobSpec, LocalStart, Payload};
+//! let guard = Guard::new(store.clone(), JobSpec::new("ledger_entry", EffectKind::Local))?;
+//! let mut tx = store.pool().begin().await?;
+//! match guard.claim_in(&mut tx, "invoice-9", &Payload::none()).await? {
+//!     LocalStart::Claimed(claim) => {
+//!         sqlx::query("INSERT INTO ledger (op_key, cents) VALUES (?1, 1200)")
+//!             .bind(&claim.ctx.op_key)
+//!             .execute(&mut *tx)
+//!             .await?;
+//!         guard.complete_in(&mut tx, &claim, &serde_json::Value::Null).await?;
+//!         tx.commit().await?;
+//!     }
+//!     LocalStart::Settled(outcome) => println!("nothing to do: {outcome:?}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## The outbox: queue an outside call with your business write
+//!
+//! [`onceonly::ops::enqueue_in`] queues the operation in your transaction:
+//! it exists if and only if your write commits. `onceonly run` (or a
+//! [`Relay`](onceonly::relay::Relay) in your process) then sends it once.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{ops, Payload};
+//! let mut tx = store.pool().begin().await?;
+//! sqlx::query("UPDATE orders SET state = 'paid' WHERE id = 42")
+//!     .execute(&mut *tx)
+//!     .await?;
+//! let payload = Payload::parse(r#"{"order": 42, "to": "ana@example.com"}"#)?;
+//! ops::enqueue_in(&store, &mut tx, "send_receipt", "order-42", &payload, None).await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 mod checkpoint;
@@ -129,7 +203,10 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await
-            .map_err(map_err(url))?;
+            .map_err(|e| Error::Unreachable {
+                url: onceonly::db_url::redact(url),
+                reason: format!("cannot open {}: {e}", options.get_filename().display()),
+            })?;
         // The pool created the file and put it in WAL mode.
         let writer =
             Writer::open(options.get_filename(), BUSY_TIMEOUT).map_err(|e| Error::Unreachable {
@@ -142,6 +219,32 @@ impl SqliteStore {
             url: url.to_owned(),
             clock: ClockOffset::default(),
         })
+    }
+
+    /// Opens the file at `url` only if it exists: for commands that only
+    /// read, which must not leave an empty database behind a mistyped path.
+    pub async fn connect_existing(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?;
+        let path = options.get_filename();
+        if !path.is_file() {
+            return Err(Error::Invalid(format!(
+                "no SQLite database at {}: nothing to read (`onceonly migrate` creates one)",
+                path.display()
+            )));
+        }
+        Self::connect(url).await
+    }
+
+    /// Whether the file holds onceonly's tables (`migrate` has run).
+    pub async fn has_tables(&self) -> Result<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'onceonly_ops'",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(self.err())?;
+        Ok(found.is_some())
     }
 
     /// Another store on the same file with its own connections, sharing this

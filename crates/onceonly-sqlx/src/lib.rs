@@ -4,6 +4,8 @@
 //! the store crates.
 #![forbid(unsafe_code)]
 
+pub mod test_db;
+
 use onceonly::columns::{self, Columns};
 use onceonly::{Error, Record, Snapshot};
 use sqlx::{ColumnIndex, Decode, Row, Type};

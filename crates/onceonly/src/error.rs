@@ -77,6 +77,20 @@ pub enum Error {
     #[error("injected crash at {0}")]
     InjectedCrash(crate::fault::FaultPoint),
 
+    /// A local effect returned an error: its transaction rolled back, so
+    /// neither its writes nor the claim were kept. The user's own error is
+    /// the source.
+    #[error("local effect of {job_type}:{op_key} failed, its transaction rolled back: {source}")]
+    LocalEffect {
+        /// Job type of the operation.
+        job_type: String,
+        /// Operation key.
+        op_key: String,
+        /// What the effect returned.
+        #[source]
+        source: crate::guard::BoxError,
+    },
+
     /// The effect did not finish within the job timeout and was stopped.
     #[error("effect timed out after {0:?}")]
     Timeout(Duration),

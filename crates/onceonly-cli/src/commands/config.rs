@@ -99,7 +99,12 @@ impl Config {
         let de = toml::de::Deserializer::parse(text)
             .map_err(|e| format!("{}: not valid TOML: {}", at(e.span()), e.message().trim()))?;
         let file: FileDe = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
+            // toml's Spanned wrapper shows up in the path under its serde
+            // name; the user wrote only the field.
+            let field = e
+                .path()
+                .to_string()
+                .replace(".$__serde_spanned_private_value", "");
             let inner = e.inner();
             if field.is_empty() || field == "." {
                 format!("{}: {}", at(inner.span()), inner.message().trim())
@@ -194,7 +199,7 @@ struct FileDe {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table of job settings")]
 struct JobDe {
     effect: Spanned<EffectName>,
     policy: Option<Spanned<StalePolicyName>>,
@@ -381,5 +386,14 @@ effect = "keyed"
         assert!(err.contains("not valid TOML"), "{err}");
         let err = parse("[job.a]\neffect = \"keyed\"\n").unwrap_err();
         assert!(err.contains("unknown field `job`"), "{err}");
+        // No serde internals in what the user reads.
+        let err = parse("[jobs.a]\neffect = \"keyed\"\ndestination = 5\n").unwrap_err();
+        assert!(
+            err.contains("field jobs.a.destination: invalid type"),
+            "{err}"
+        );
+        let err = parse("[jobs]\na = 5\n").unwrap_err();
+        assert!(err.contains("expected a table of job settings"), "{err}");
+        assert!(!err.contains("JobDe") && !err.contains("$__"), "{err}");
     }
 }

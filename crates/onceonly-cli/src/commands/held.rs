@@ -8,7 +8,7 @@ use onceonly::store::OpList;
 use onceonly::{DbTime, Record, State, Store};
 use serde::Serialize;
 
-use crate::store::{open_migrated, with_store};
+use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly held` and `onceonly stuck`.
 #[derive(clap::Args)]
@@ -58,7 +58,7 @@ struct Line<'a> {
 
 /// Lists held operations or stuck claims, oldest first.
 pub async fn run(db: &str, which: Which, args: Args) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
+    let store = open_existing(db).await?;
     let (records, now) = with_store!(&store, s => list(s, which, args.job.as_deref()).await)?;
     let lines: Vec<Line<'_>> = records.iter().map(|r| line(r, now)).collect();
     if args.json {
@@ -150,6 +150,16 @@ fn short(ms: i64) -> String {
 }
 
 fn print_table(which: Which, lines: &[Line<'_>]) {
+    if lines.is_empty() {
+        println!(
+            "{}",
+            match which {
+                Which::Held => "no held operations",
+                Which::Stuck => "no stuck claims",
+            }
+        );
+        return;
+    }
     let lease_head = match which {
         Which::Held => "lease",
         Which::Stuck => "lease (over by)",

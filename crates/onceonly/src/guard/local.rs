@@ -94,11 +94,12 @@ impl<S: Store> Guard<S> {
         let result =
             match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &claim.ctx)).await {
                 Ok(Ok(result)) => result,
-                Ok(Err(e)) => {
-                    return Err(Error::Invalid(format!(
-                        "local effect of {}:{op_key} failed, its transaction rolled back: {e}",
-                        self.spec.job_type
-                    )))
+                Ok(Err(source)) => {
+                    return Err(Error::LocalEffect {
+                        job_type: self.spec.job_type.clone(),
+                        op_key: op_key.to_owned(),
+                        source,
+                    })
                 }
                 Err(_) => return Err(Error::Timeout(self.spec.timeout)),
             };
