@@ -97,7 +97,7 @@ def celery_rates(broker, db, tasks, rounds, concurrency):
     onceonly.connect(db).migrate()
     import bench_app
 
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench_app", "worker", "-P", "prefork", "-c", str(concurrency),
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench_app", "worker", "-P", "prefork", "-c", str(concurrency), "-n", f"bench-{run}@%h",
                                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
                               env=env, stdout=open(os.path.join(tmp, "worker.log"), "w"), stderr=subprocess.STDOUT)
     rates = {"unguarded": [], "guarded": []}

@@ -113,6 +113,17 @@ def _refuse_to_start(sender=None, **_):
 signals.worker_init.connect(_refuse_to_start, weak=False)
 
 
+def hard_time_limit_ms(spec: JobSpec) -> int:
+    """Celery's hard time limit: past the job timeout (the soft limit, which the
+    effect sees as an exception and the guard records as unknown), halfway to
+    the lease, so a task that ignores the soft limit is killed before its claim
+    can be taken over. With a heartbeat renewing the lease: half a lease past
+    the timeout."""
+    if spec.heartbeat_ms is None:
+        return spec.timeout_ms + (spec.lease_ms - spec.timeout_ms) // 2
+    return spec.timeout_ms + spec.lease_ms // 2
+
+
 def _key_getter(fn: Callable, key: Union[str, Callable]) -> Callable[..., str]:
     if callable(key):
         return key
@@ -166,10 +177,12 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
                          heartbeat=heartbeat, max_retries=max_retries)
     if spec.effect is Kind.LOCAL and connection is None:
         raise InvalidKey("a local effect needs connection=: a function returning your connection or session")
-    timeout_s = spec.timeout_ms / 1000
     options: Dict[str, Any] = dict(
-        bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
-        time_limit=timeout_s, soft_time_limit=max(timeout_s - min(1.0, timeout_s / 10), 0.05),
+        # A killed worker's message and a task killed at its hard time limit
+        # both go back to the broker: each is a crash, and the redelivery
+        # takes the stale claim over by policy (acks_on_timeout: Celery 5.7+).
+        bind=True, acks_late=True, reject_on_worker_lost=True, acks_on_timeout=False, max_retries=None,
+        soft_time_limit=spec.timeout_ms / 1000, time_limit=hard_time_limit_ms(spec) / 1000,
     )
     options.update(task_options)
 

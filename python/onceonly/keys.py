@@ -28,7 +28,8 @@ def validate_job_type(job_type: object) -> str:
 
 def validate_op_key(op_key: object) -> str:
     """An operation key is non-empty UTF-8 of at most 512 bytes without control
-    characters (Unicode Cc): it travels in an HTTP header, logs and screens."""
+    characters (Unicode Cc), not beginning or ending with a space (U+0020): it
+    travels in an HTTP header, logs and screens."""
     if not isinstance(op_key, str):
         raise InvalidKey(f"operation key must be a str, not {type(op_key).__name__}")
     if not op_key:
@@ -46,6 +47,10 @@ def validate_op_key(op_key: object) -> str:
                 f"operation key has the control character U+{ord(ch):04X} at byte {at}; "
                 "keys may not contain control characters"
             )
+    if op_key.startswith(" ") or op_key.endswith(" "):
+        # An HTTP header's value loses its end spaces: "a " would reach the
+        # destination as "a", another operation's key.
+        raise InvalidKey(f"operation key {op_key!r} begins or ends with a space; an HTTP header would drop it")
     return op_key
 
 

@@ -46,6 +46,16 @@ def test_timing_problems_name_both_values():
     assert "queue redelivery timeout (30m) must be longer than the job timeout (40m)" in timing_problems(amqp)[0]
 
 
+def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db="sqlite:///x.db", job="a", key="k", lease="30s", timeout="10s")(lambda ctx, k: k)
+    assert (task.soft_time_limit, task.time_limit) == (10, 20)
+    long = guarded_task(app, db="sqlite:///x.db", job="b", key="k", lease="30s", timeout="5m", heartbeat="10s")(lambda ctx, k: k)
+    assert (long.soft_time_limit, long.time_limit) == (300, 315)
+
+
 def test_bad_settings_are_refused_when_the_task_is_defined():
     from celery import Celery
 
@@ -62,6 +72,7 @@ def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path):
     reachable(REDIS, 6379)
     env = dict(os.environ, ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/x.db", PYTHONPATH=os.path.join(HERE, "celery_apps"))
     out = subprocess.run([sys.executable, "-m", "celery", "-A", "bad_timing", "worker", "-P", "solo", "--without-gossip",
+                          "-n", f"bad-timing-{secrets.token_hex(4)}@%h",
                           "--without-mingle", "--without-heartbeat"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     said = out.stdout + out.stderr
@@ -82,10 +93,17 @@ def worker(tmp_path_factory):
 
     log = open(d / "worker.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "solo", "--without-gossip",
+                             "-n", f"test-{secrets.token_hex(4)}@%h",
                              "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     store = onceonly.connect(env["ONCEONLY_TEST_DB"])
     store.migrate()
+    deadline = time.monotonic() + 60
+    while " ready." not in (d / "worker.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the Celery worker did not start:\n" + (d / "worker.log").read_text()[-3000:])
+        time.sleep(0.1)
     yield behaviour, store, d
     proc.terminate()
     proc.wait(20)
@@ -149,3 +167,36 @@ def test_a_bad_key_fails_the_task_naming_the_problem_and_writes_nothing(worker):
     with pytest.raises(onceonly.InvalidKey, match="control character U\\+000A"):
         app.send_receipt.delay("o-5\nx", "e@example.com").get(timeout=30)
     assert store.get("receipt", "o-5\nx") is None and effects(d, "receipt o-5\nx") == 0
+
+
+def test_a_killed_prefork_child_s_message_comes_back_and_the_claim_is_taken_over(worker):
+    """acks_late + reject_on_worker_lost: the pool child dies (SIGKILL) after the
+    claim; its message returns to the broker and is redelivered; the claim is
+    live until its lease, then taken over and the effect made once."""
+    app, store, d = worker
+    log = open(d / "prefork.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "prefork", "-c", "1",
+                             "-Q", os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork", "-n", f"prefork-{secrets.token_hex(4)}@%h",
+                             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
+                            env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "celery_apps")), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        app.die_once.delay("o-7")
+        # Not .get(): when the hard time limit notices the dead child first,
+        # Celery stores TimeLimitExceeded as the result before it requeues.
+        deadline = time.monotonic() + 60
+        while not (store.get("die_once", "o-7") and store.get("die_once", "o-7").record.state is onceonly.State.COMPLETED):
+            assert time.monotonic() < deadline, "the redelivered message never completed the operation"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        with app.app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork")
+    said = (d / "prefork.log").read_text()
+    # The pool notices the dead child (WorkerLostError), or, on a busy machine,
+    # its hard time limit fires first: either way the message goes back.
+    assert "WorkerLostError" in said or "Hard time limit" in said, said[-2000:]
+    rec = store.get("die_once", "o-7").record
+    assert (rec.state, rec.token, rec.attempts) == (onceonly.State.COMPLETED, 2, 2)
+    assert [e.event for e in store.history("die_once", "o-7")] == ["take_over"]
+    assert effects(d, "die_once o-7") == 1

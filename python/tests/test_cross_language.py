@@ -112,6 +112,36 @@ def test_a_rust_claim_is_taken_over_from_python_keyed(db_url, cli, destination):
     assert f"stale token 1: took over a claim of {rust.owner}" in events[0]["detail"]
 
 
+def test_a_rust_claim_past_its_lease_is_looked_up_first_from_python(db_url, cli):
+    """`onceonly run --effect lookup` created the item, then died before completing:
+    Python's take-over finds it by key and completes with it, sending nothing."""
+    from onceonly.testing.destination import Destination
+
+    dest = Destination("lookup").start()
+    try:
+        oo(cli, db_url, "migrate")
+        oo(cli, db_url, "enqueue", "--job", "mail", "--key", "k", "--payload", PAYLOAD_TEXT)
+        dest.delay_after_create = 5.0  # the item exists; the answer never reaches the relay
+        relay = subprocess.Popen([cli, "--db", db_url, "run", "--job", "mail", "--http", dest.base_url,
+                                  "--effect", "lookup", "--lease", "20s", "--timeout", "10s", "--workers", "1"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: dest.effects("mail:k") == 1, "the relay's POST to create the item")
+        finally:
+            relay.send_signal(signal.SIGKILL)
+            relay.wait()
+        store = onceonly.connect(db_url)
+        store.clock_offset_ms = 21_000
+        http = HttpDestination(dest.base_url)
+        out = Guard(store, spec(effect="lookup")).run("k", P, http.send, lookup=http.lookup)
+        assert out == Done({"id": "item-1"}, "item-1", repeat=False)
+        assert dest.effects("mail:k") == 1
+        rec = store.get("mail", "k").record
+        assert (rec.state, rec.token, rec.external_ref) == (State.COMPLETED, 2, "item-1")
+    finally:
+        dest.stop()
+
+
 def test_a_rust_claim_is_held_from_python_and_resolved_by_the_cli(db_url, cli, destination):
     store, rust = rust_claim_killed(cli, db_url, destination, effect="opaque")
     store.clock_offset_ms = 21_000

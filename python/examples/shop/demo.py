@@ -30,7 +30,7 @@ def main() -> int:
     import tasks
 
     tasks.create_tables()
-    workers = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-P", "solo", "-n", f"shop{i}@%h",
+    workers = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-P", "solo", "-n", f"shop{i}-{secrets.token_hex(3)}@%h",
                                  "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
                                 cwd=HERE, env=dict(os.environ, PYTHONPATH=HERE)) for i in range(2)]
     try:

@@ -27,7 +27,7 @@ class Workers:
         return subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "onceonly.replay.worker_app", "worker", "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", self.queue,
-             "-n", f"w{self.started}@%h", "--loglevel", "WARNING"],
+             "-n", f"w{self.started}-{os.path.basename(self.run_dir)}@%h", "--loglevel", "WARNING"],
             env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def _ready(self, proc: subprocess.Popen) -> bool:
