@@ -231,7 +231,10 @@ def _settle(task, spec: JobSpec, op_key: str, outcome):
     if isinstance(outcome, Done):
         return outcome.result
     if isinstance(outcome, InProgress):
-        countdown = max(outcome.retry_in_ms / 1000 + 0.2, 0.5)
+        # A live owner finishes (or is stopped) within the job timeout, so a
+        # duplicate looks again then and usually finds it done; a dead
+        # owner's claim is stale once the lease runs out, whichever is sooner.
+        countdown = max(min(outcome.retry_in_ms, spec.timeout_ms) / 1000 + 0.2, 0.5)
         log.info("onceonly: %s:%s in progress at %s; retrying in %.1fs", job, op_key, outcome.owner, countdown)
         raise task.retry(countdown=countdown, max_retries=None)
     if isinstance(outcome, NotDue):

@@ -42,7 +42,7 @@ def main() -> int:
                 results.append(tasks.record_shipment.delay(order, "DHL"))
                 results.append(tasks.charge_card.delay(order, 1999))
         for r in results:
-            r.get(timeout=60)
+            r.get(timeout=150)  # a duplicate of a running task retries after the job timeout
         from sqlalchemy import text
 
         with tasks.engine.connect() as c:
