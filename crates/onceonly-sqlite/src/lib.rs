@@ -57,7 +57,7 @@ use onceonly::store::{
     Claim, ClaimRow, Enqueued, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch,
     OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
+use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Move, Record, Result, Snapshot, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
@@ -271,16 +271,10 @@ impl Store for SqliteStore {
             .items
             .iter()
             .map(|c| {
-                let mut m = OpMove::new(
-                    p.job_type,
-                    c.op_key,
-                    c.token,
-                    State::Claimed,
-                    State::Completed,
-                );
-                m.unless_cancel_requested = true;
-                m.external_ref = c.external_ref;
-                m.result = Some(c.result);
+                let m = Move::Complete
+                    .op(p.job_type, c.op_key, c.token)
+                    .with_external_ref(c.external_ref)
+                    .with_result(c.result);
                 (c.op_key.to_owned(), queries::move_op(self.offset(), &m))
             })
             .collect();
