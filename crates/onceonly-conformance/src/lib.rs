@@ -116,6 +116,7 @@ macro_rules! conformance_tests {
             completed_cancel_withdraws_at_destination,
             completed_cancel_stays_completed_when_not_withdrawn,
             held_cancel_says_held,
+            relay_shutdown_keeps_a_cancel_request,
             // input
             bad_input_is_refused_and_nothing_written,
             broken_timing_rule_refuses_the_guard,

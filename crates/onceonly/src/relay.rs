@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::guard::{Attempt, Guard, Outcome};
 use crate::key::Payload;
 use crate::record::State;
-use crate::store::{OpClaimBatch, OpList, OpMove, Store};
+use crate::store::{OpClaimBatch, OpList, Store};
 
 /// How a relay runs.
 #[derive(Debug, Clone)]
@@ -481,22 +481,17 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         true
     }
 
-    /// Gives back claims taken just as the stop arrived, before acting.
+    /// Gives back claims taken just as the stop arrived, before acting
+    /// (a cancel requested meanwhile is kept: the claim ends cancelled).
     async fn release(&self, claims: &[(crate::Record, crate::store::Claim)]) {
         for (record, claim) in claims {
-            let mut p = OpMove::new(
-                &record.job_type,
-                &record.op_key,
-                claim.token,
-                State::Claimed,
-                State::Queued,
-            );
-            p.error = Some("released unstarted at relay shutdown");
-            match self.guard.store().op_move(&p).await {
-                Ok(true) => {
+            let reason = "released unstarted at relay shutdown";
+            match self.guard.release_unstarted(record, claim, reason).await {
+                Ok(Outcome::RetryLater { .. }) => {
                     info!(job = %record.job_type, key = %record.op_key, "released unstarted claim")
                 }
-                Ok(false) => {
+                Ok(other) => self.settled(&record.op_key, &Ok(other), None),
+                Err(Error::LostClaim { .. }) => {
                     warn!(job = %record.job_type, key = %record.op_key, "claim moved before release")
                 }
                 Err(e) => {

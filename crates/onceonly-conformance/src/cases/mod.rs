@@ -8,6 +8,7 @@ mod cancel;
 mod crashes;
 mod delivery;
 mod input;
+mod intercept;
 mod resolve;
 mod retention;
 mod stale;
