@@ -49,6 +49,9 @@ impl<S: Store> Guard<S> {
             return work.await;
         };
         let beat = async {
+            // The claim was taken (or last renewed) about now; the work must
+            // not go on past a lease that could not be renewed.
+            let mut renewed = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(interval).await;
                 let p = OpHeartbeat {
@@ -58,10 +61,18 @@ impl<S: Store> Guard<S> {
                     lease: self.spec.lease,
                 };
                 match self.store.op_heartbeat(&p).await {
-                    Ok(Some(hb)) => ctx
-                        .cancel_requested
-                        .store(hb.cancel_requested, Ordering::SeqCst),
-                    Ok(None) => return self.lost_claim(&ctx.op_key, ctx.token).await,
+                    Ok(Some(hb)) => {
+                        renewed = tokio::time::Instant::now();
+                        ctx.cancel_requested
+                            .store(hb.cancel_requested, Ordering::SeqCst)
+                    }
+                    Ok(None) => return Err(self.lost_claim(&ctx.op_key, ctx.token).await),
+                    Err(e) if renewed.elapsed() + interval >= self.spec.lease => {
+                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "lease not renewed; stopping the effect");
+                        return Ok(EffectOutcome::Unknown(format!(
+                            "the lease could not be renewed ({e}); the effect was stopped before it ran out"
+                        )));
+                    }
                     Err(e) => {
                         warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
                     }
@@ -70,7 +81,7 @@ impl<S: Store> Guard<S> {
         };
         tokio::select! {
             outcome = work => outcome,
-            lost = beat => Err(lost),
+            stopped = beat => stopped,
         }
     }
 
@@ -101,7 +112,9 @@ impl<S: Store> Guard<S> {
                     }
                     LookupOutcome::NotFound => {}
                     LookupOutcome::Unavailable(why) => {
-                        return Ok(EffectOutcome::NotSent(format!("lookup unavailable: {why}")))
+                        return Ok(EffectOutcome::NotSent(format!(
+                            "{LOOKUP_UNAVAILABLE}: {why}"
+                        )))
                     }
                 }
             }
@@ -164,22 +177,17 @@ impl<S: Store> Guard<S> {
             }
             EffectOutcome::NotSent(reason) => {
                 let backoff = retry_backoff(ctx.attempt);
-                self.release_or_cancel(ctx, &reason, Some(backoff)).await
+                let looked_up = self.looked_up(ctx, &reason);
+                self.release_or_cancel(ctx, &reason, Some(backoff), looked_up)
+                    .await
+            }
+            EffectOutcome::Failed(error) if ctx.cancel_requested() => {
+                let looked_up = self.looked_up(ctx, &error);
+                self.cancel_unsent(ctx, &error, looked_up).await
             }
             EffectOutcome::Failed(error) => {
-                let to = if ctx.cancel_requested() {
-                    Move::CancelClaimed
-                } else {
-                    Move::Fail
-                };
-                self.fenced(ctx, to, &error).await?;
-                Ok(if to == Move::CancelClaimed {
-                    Outcome::Cancelled {
-                        withdrawn_ref: None,
-                    }
-                } else {
-                    Outcome::Failed { error: Some(error) }
-                })
+                self.fenced(ctx, Move::Fail, &error).await?;
+                Ok(Outcome::Failed { error: Some(error) })
             }
             EffectOutcome::Unknown(reason) => self.unknown(ctx, reason).await,
         }
@@ -215,12 +223,15 @@ impl<S: Store> Guard<S> {
 
     /// Releases a claim whose effect surely did not happen, to be retried
     /// after `backoff`; when an operator asked to cancel it, cancels it
-    /// instead (nothing was sent, so nothing is left at the destination).
+    /// instead, or holds it when an earlier claim may have acted
+    /// ([`cancel_unsent`]; `looked_up`: a lookup under this claim found
+    /// nothing).
     pub(super) async fn release_or_cancel(
         &self,
         ctx: &EffectCtx,
         reason: &str,
         backoff: Option<Duration>,
+        looked_up: bool,
     ) -> Result<Outcome> {
         if self.release(ctx, reason, backoff).await? {
             return Ok(Outcome::RetryLater {
@@ -228,10 +239,41 @@ impl<S: Store> Guard<S> {
             });
         }
         let note = format!("cancel requested; the effect was not sent ({reason})");
-        self.fenced(ctx, Move::CancelClaimed, &note).await?;
-        Ok(Outcome::Cancelled {
-            withdrawn_ref: None,
-        })
+        self.cancel_unsent(ctx, &note, looked_up).await
+    }
+
+    /// Whether a lookup under this claim found nothing before `reason`
+    /// (a lookup effect looks first on every claim after the first).
+    fn looked_up(&self, ctx: &EffectCtx, reason: &str) -> bool {
+        self.spec.effect == EffectKind::Lookup
+            && ctx.attempt > 1
+            && !reason.starts_with(LOOKUP_UNAVAILABLE)
+    }
+
+    /// A cancel was requested and this claim did not act: cancelled, or,
+    /// when an earlier claim may have acted, held for a person
+    /// ([`cancel_unsent`]).
+    pub(super) async fn cancel_unsent(
+        &self,
+        ctx: &EffectCtx,
+        note: &str,
+        looked_up: bool,
+    ) -> Result<Outcome> {
+        match cancel_unsent(ctx.attempt, looked_up) {
+            Move::CancelClaimed => {
+                self.fenced(ctx, Move::CancelClaimed, note).await?;
+                Ok(Outcome::Cancelled {
+                    withdrawn_ref: None,
+                })
+            }
+            _ => {
+                let note = format!(
+                    "{note}; an earlier claim of this operation may have acted: check the destination"
+                );
+                self.fenced(ctx, Move::Hold, &note).await?;
+                Ok(Outcome::Held { reason: Some(note) })
+            }
+        }
     }
 
     /// Releases our claim to queued unless an operator asked to cancel it.
@@ -341,6 +383,9 @@ impl<S: Store> Guard<S> {
         }
     }
 }
+
+/// How a not-sent outcome from an unanswered lookup begins.
+const LOOKUP_UNAVAILABLE: &str = "lookup unavailable";
 
 /// How long a released operation waits before it is due again: 500ms after
 /// the first claim, doubling per claim, at most a minute, so a destination

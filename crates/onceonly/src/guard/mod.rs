@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::fault::{FaultAction, FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
-use crate::protocol::{policy, Move, Settle};
+use crate::protocol::{cancel_unsent, policy, Move, Settle};
 use crate::record::{DbTime, Record, Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
 use crate::store::{
@@ -247,7 +247,8 @@ impl<S: Store> Guard<S> {
     /// Gives back a claim taken elsewhere (a relay's batch claim) before
     /// acting on it, as when the relay stops: released to queued, due at
     /// once, or, when an operator asked to cancel it meanwhile, cancelled
-    /// (nothing was sent). [`Error::LostClaim`] when the claim is gone.
+    /// (nothing was sent; held instead when an earlier claim may have
+    /// acted). [`Error::LostClaim`] when the claim is gone.
     pub async fn release_unstarted(
         &self,
         record: &Record,
@@ -256,7 +257,7 @@ impl<S: Store> Guard<S> {
     ) -> Result<Outcome> {
         let payload = Payload::stored(record);
         let ctx = self.ctx(&record.op_key, claim, &payload);
-        self.release_or_cancel(&ctx, reason, None).await
+        self.release_or_cancel(&ctx, reason, None, false).await
     }
 
     fn ctx(&self, op_key: &str, claim: &Claim, payload: &Payload) -> EffectCtx {

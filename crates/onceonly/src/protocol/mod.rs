@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::record::State;
 use crate::store::OpMove;
 
-pub use policy::{policy, policy_table, PolicyRow, Settle};
+pub use policy::{cancel_unsent, policy, policy_table, PolicyRow, Settle};
 pub use row::{Args, Row};
 
 /// Who takes a transition.

@@ -44,6 +44,24 @@ pub fn policy(kind: EffectKind, attempts: i64) -> Settle {
     }
 }
 
+/// The owner's move when a cancel was requested and its own claim did not
+/// act (stopped before the effect, or the effect was not sent), after
+/// `attempts` claims; `looked_up`: under this claim a lookup at the
+/// destination found nothing.
+///
+/// Cancelled when nothing of the operation can be live: this is the first
+/// claim, or the lookup has just found nothing. Otherwise an earlier claim
+/// may have acted and nobody can tell (a keyed destination cannot be
+/// searched, an opaque one not at all): held for a person, the request
+/// kept.
+pub fn cancel_unsent(attempts: i64, looked_up: bool) -> Move {
+    if attempts <= 1 || looked_up {
+        Move::CancelClaimed
+    } else {
+        Move::Hold
+    }
+}
+
 impl Settle {
     /// The state a take-over moves the stale claim to.
     pub fn to(self) -> State {

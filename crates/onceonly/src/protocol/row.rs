@@ -2,7 +2,7 @@
 //! the meaning every store's SQL must have (the conformance suite checks
 //! it) and the model checker explores.
 
-use super::{CancelFence, LeaseFence, TokenFence, TokenWrite, Transition, Write};
+use super::{CancelFence, LeaseFence, Rule, TokenFence, TokenWrite, Transition, Write};
 use crate::record::State;
 
 /// The columns that decide who may act, with the effect's reference as a
@@ -37,39 +37,52 @@ impl Transition {
     /// Whether `row` (`None`: no record) meets the transition's fences for
     /// a caller naming `token`.
     pub fn allows(self, row: Option<&Row>, token: i64) -> bool {
-        let rule = self.rule();
-        let Some(row) = row else {
-            return rule.from.is_none();
-        };
-        rule.from == Some(row.state)
-            && (rule.token == TokenFence::None || row.token == token)
-            && (rule.cancel == CancelFence::Any || !row.cancel_requested)
-            && (rule.lease == LeaseFence::Any || !row.lease_live)
+        self.rule().allows(row, token)
     }
 
     /// The row after the transition, or `None` when its fences refuse it
     /// (the statement changes no row: 0 affected, the caller re-reads).
     pub fn apply(self, row: Option<&Row>, args: Args) -> Option<Row> {
+        self.rule().apply(row, args)
+    }
+}
+
+impl Rule {
+    /// Whether `row` (`None`: no record) meets this rule's fences for a
+    /// caller naming `token`.
+    pub fn allows(&self, row: Option<&Row>, token: i64) -> bool {
+        let Some(row) = row else {
+            return self.from.is_none();
+        };
+        self.from == Some(row.state)
+            && (self.token == TokenFence::None || row.token == token)
+            && (self.cancel == CancelFence::Any || !row.cancel_requested)
+            && (self.lease == LeaseFence::Any || !row.lease_live)
+    }
+
+    /// The row after a transition by this rule, or `None` when its fences
+    /// refuse it. (A rule is applied directly only to check a changed one:
+    /// the model checker plants a bug this way.)
+    pub fn apply(&self, row: Option<&Row>, args: Args) -> Option<Row> {
         if !self.allows(row, args.token) {
             return None;
         }
-        let rule = self.rule();
         let mut next = row.copied().unwrap_or(Row {
-            state: rule.to,
+            state: self.to,
             token: 0,
             attempts: 0,
             cancel_requested: false,
             lease_live: false,
             external_ref: None,
         });
-        next.state = rule.to;
-        next.token = match rule.token_write {
+        next.state = self.to;
+        next.token = match self.token_write {
             TokenWrite::Keep => next.token,
             TokenWrite::Zero => 0,
             TokenWrite::One => 1,
             TokenWrite::Next => next.token + 1,
         };
-        for write in rule.writes {
+        for write in self.writes {
             match write {
                 Write::Attempts => next.attempts += 1,
                 Write::LeaseUntil => next.lease_live = true,
