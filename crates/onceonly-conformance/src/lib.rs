@@ -81,6 +81,7 @@ macro_rules! conformance_tests {
             batch_completion_is_fenced_per_claim,
             batch_claim_respects_its_limit,
             // transitions
+            store_follows_the_transition_table,
             claim_inserts_claimed_record,
             queued_operation_is_claimed,
             completion_records_result_and_reference,
