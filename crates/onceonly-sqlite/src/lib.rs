@@ -180,9 +180,9 @@ impl SqliteStore {
     }
 
     fn gone(what: &str, job_type: &str, op_key: &str) -> Error {
-        Error::Database(format!(
-            "{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)"
-        ))
+        let why =
+            format!("{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)");
+        Error::db_other(why)
     }
 
     /// One statement on the store's connection; its affected-row count.
@@ -215,9 +215,10 @@ impl Store for SqliteStore {
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
+        // Mapped like every other statement (the URL is not at hand here).
         tx.commit()
             .await
-            .map_err(|e| Error::Database(e.to_string()))
+            .map_err(map_err("the transaction's database"))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -402,7 +403,7 @@ impl Store for SqliteStore {
         if affected == 1 {
             Ok(())
         } else {
-            Err(Error::Database(format!(
+            Err(Error::db_other(format!(
                 "audit append for {}:{} inserted {affected} rows",
                 p.job_type, p.op_key
             )))
@@ -422,7 +423,7 @@ impl Store for SqliteStore {
             .writer
             .call(move |c| direct::optional(c, &q, direct::now))
             .await?;
-        now.ok_or_else(|| Error::Database("SELECT now returned no row".into()))
+        now.ok_or_else(|| Error::db_other("SELECT now returned no row"))
     }
 
     fn clock_offset(&self) -> &ClockOffset {

@@ -44,7 +44,7 @@ pub mod store;
 
 pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
-pub use error::{Error, Result};
+pub use error::{DbError, DbErrorKind, Error, Result};
 pub use fault::{FaultAction, FaultHook, FaultPoint};
 pub use guard::{Attempt, BoxError, DoneAttempt, Guard, LocalClaim, LocalStart, Outcome};
 pub use key::{

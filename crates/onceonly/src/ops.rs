@@ -192,9 +192,11 @@ pub async fn cancel_as<S: Store, E: Effect>(
             });
         }
     }
-    Err(Error::Database(format!(
-        "{job_type}:{op_key} kept changing while cancelling; try again"
-    )))
+    Err(Error::Contended {
+        job_type: job_type.to_owned(),
+        op_key: op_key.to_owned(),
+        doing: "cancelling",
+    })
 }
 
 /// Appends an event about `r`, under the token it was read with.

@@ -132,7 +132,7 @@ impl Args {
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let (spec, http) = args.spec()?;
     // One request may take half the attempt, so a retry still fits in it.
-    let destination = HttpDestination::new(&http, spec.timeout / 2)?;
+    let destination = HttpDestination::new(&http, spec.timeout / 2).context("--http")?;
     let metrics = match args.metrics {
         Some(addr) => Some(
             TcpListener::bind(addr)
