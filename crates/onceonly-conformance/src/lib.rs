@@ -129,6 +129,7 @@ macro_rules! conformance_tests {
             heartbeat_stops_a_worker_whose_claim_was_taken,
             // retention
             purge_deletes_only_old_finished_records,
+            relay_applies_its_retention,
             // audit trail
             happy_path_writes_no_audit,
             take_over_is_audited_by_policy,

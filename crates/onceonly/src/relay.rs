@@ -295,12 +295,17 @@ fn escape_label(value: &str) -> String {
     out
 }
 
+/// How often a relay with a retention purges, at most.
+pub const PURGE_EVERY: Duration = Duration::from_secs(60);
+
 /// Relays one job type's queued operations through one effect.
 pub struct Relay<'a, S: Store, E: Effect> {
     guard: &'a Guard<S>,
     effect: &'a E,
     config: RelayConfig,
     stats: Arc<RelayStats>,
+    retention: Option<Duration>,
+    last_purge: std::sync::Mutex<Option<Instant>>,
 }
 
 impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
@@ -312,7 +317,19 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
             effect,
             config,
             stats: Arc::default(),
+            retention: None,
+            last_purge: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Purges this job type's finished records (completed, failed,
+    /// cancelled) not updated for `retention`, with their audit trail,
+    /// whenever the relay finds nothing to claim: first at once, then at
+    /// most every [`PURGE_EVERY`]. Claimed, queued and held records are
+    /// never purged.
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
     }
 
     /// What the relay has done so far.
@@ -371,6 +388,7 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                 Ok(_) => {
                     idle = self.config.poll;
                     self.settle_stale().await;
+                    self.purge_if_due().await;
                     if self.config.drain && self.nothing_left().await {
                         break;
                     }
@@ -461,6 +479,26 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
             self.stats.claims.fetch_add(1, Ordering::Relaxed);
             info!(job = %record.job_type, key = %record.op_key, stale_token = record.token, "settled a stale claim");
             self.settled(&record.op_key, &outcome, Some(started));
+        }
+    }
+
+    /// Applies the retention, when one is set and a purge is due.
+    async fn purge_if_due(&self) {
+        let Some(retention) = self.retention else {
+            return;
+        };
+        {
+            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at.elapsed() < PURGE_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let job = &self.guard.spec().job_type;
+        match crate::ops::purge(self.guard.store(), Some(job), retention).await {
+            Ok(0) => {}
+            Ok(n) => info!(job = %job, purged = n, ?retention, "purged finished records"),
+            Err(e) => warn!(job = %job, error = %e, "purge failed; will try again"),
         }
     }
 
