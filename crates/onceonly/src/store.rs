@@ -424,4 +424,11 @@ impl ClockOffset {
         self.0
             .fetch_add(by.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Moves the clock back (tests that write rows "in the past", so that a
+    /// process on the real clock sees them as older).
+    pub fn rewind(&self, by: Duration) {
+        self.0
+            .fetch_sub(by.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
+    }
 }
