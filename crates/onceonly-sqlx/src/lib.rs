@@ -170,3 +170,33 @@ where
 {
     columns::audit_event(&SqlxRow(row))
 }
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+    use sqlx::error::ErrorKind as K;
+
+    #[test]
+    fn refusals_map_to_their_kind() {
+        let cases = [
+            (K::UniqueViolation, Some("23505"), DbErrorKind::Constraint),
+            (K::NotNullViolation, Some("23502"), DbErrorKind::Constraint),
+            (K::Other, Some("40001"), DbErrorKind::Serialization),
+            (K::Other, Some("40P01"), DbErrorKind::Serialization),
+            (K::Other, Some("57014"), DbErrorKind::Timeout),
+            (K::Other, Some("55P03"), DbErrorKind::Timeout),
+            // SQLite: BUSY, BUSY_SNAPSHOT (517), LOCKED, CONSTRAINT_UNIQUE (2067)
+            (K::Other, Some("5"), DbErrorKind::Serialization),
+            (K::Other, Some("517"), DbErrorKind::Serialization),
+            (K::Other, Some("6"), DbErrorKind::Serialization),
+            (K::Other, Some("2067"), DbErrorKind::Constraint),
+            (K::Other, Some("1"), DbErrorKind::Other),
+            (K::Other, Some("42P01"), DbErrorKind::Other),
+            (K::Other, None, DbErrorKind::Other),
+        ];
+        for (kind, code, expected) in cases {
+            let what = format!("{kind:?} {code:?}");
+            assert_eq!(db_kind(kind, code), expected, "{what}");
+        }
+    }
+}
