@@ -127,6 +127,7 @@ macro_rules! conformance_tests {
             heartbeat_keeps_a_long_job_claimed,
             timeout_stops_the_effect_before_it_acts,
             heartbeat_stops_a_worker_whose_claim_was_taken,
+            unrenewed_lease_stops_the_effect,
             // retention
             purge_deletes_only_old_finished_records,
             relay_applies_its_retention,

@@ -1,6 +1,7 @@
-//! A store that runs a hook right after each batch claim: it opens the
+//! A store that runs a hook right after each batch claim (it opens the
 //! window between a relay's claim and its next step, deterministically, so
-//! a case can put an operator's action there.
+//! a case can put an operator's action there), and can fail every
+//! heartbeat (the database unreachable from one worker only).
 
 use std::sync::Arc;
 
@@ -19,6 +20,18 @@ pub(crate) type AfterClaimBatch =
 pub(crate) struct Intercept<S> {
     pub(crate) inner: S,
     pub(crate) after_claim_batch: AfterClaimBatch,
+    pub(crate) fail_heartbeats: bool,
+}
+
+impl<S> Intercept<S> {
+    /// `inner` with no hook, every heartbeat failing.
+    pub(crate) fn failing_heartbeats(inner: S) -> Self {
+        Self {
+            inner,
+            after_claim_batch: Arc::new(|_| Box::pin(async {})),
+            fail_heartbeats: true,
+        }
+    }
 }
 
 impl<S: Store + Clone> Store for Intercept<S> {
@@ -50,6 +63,9 @@ impl<S: Store + Clone> Store for Intercept<S> {
         self.inner.op_move_in(conn, p).await
     }
     async fn op_heartbeat(&self, p: &OpHeartbeat<'_>) -> Result<Option<Heartbeat>> {
+        if self.fail_heartbeats {
+            return Err(onceonly::Error::db_other("heartbeat refused (test)"));
+        }
         self.inner.op_heartbeat(p).await
     }
     async fn op_request_cancel(&self, p: &OpRequestCancel<'_>) -> Result<bool> {

@@ -179,3 +179,38 @@ pub async fn heartbeat_stops_a_worker_whose_claim_was_taken<F: StoreFactory>(fac
         (State::Claimed, 2, Some("intruder"))
     );
 }
+
+/// A job with a heartbeat whose lease cannot be renewed (its heartbeats
+/// fail: the database unreachable from this worker alone) is stopped before
+/// the lease runs out, so it never acts after another worker could take it
+/// over; its outcome is unknown, and a keyed one is released to be redone.
+pub async fn unrenewed_lease_stops_the_effect<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let lease = ms(600);
+    let spec = JobSpec::new("long", EffectKind::Keyed)
+        .lease(lease)
+        .timeout(Duration::from_secs(20))
+        .heartbeat(ms(100));
+    let cut_off = super::intercept::Intercept::failing_heartbeats(store.clone());
+    let worker = Guard::new(cut_off, spec).unwrap();
+    let dest = CountingEffect::keyed();
+    let (never, _started, _open) = gated(&dest);
+    let started = Instant::now();
+    let outcome = worker.run("op", &order(1), &never).await.unwrap();
+    assert!(
+        started.elapsed() < lease,
+        "stopped within the lease it could not renew ({:?})",
+        started.elapsed()
+    );
+    match outcome {
+        Outcome::RetryLater { reason } => assert!(reason.contains("lease"), "{reason}"),
+        other => panic!("keyed, outcome unknown: released, got {other:?}"),
+    }
+    assert_eq!(
+        (dest.abandoned("op"), dest.calls("op")),
+        (1, 0),
+        "the stopped effect was dropped before it acted"
+    );
+    let r = record(&store, "long", "op").await;
+    assert_eq!((r.state, r.token), (State::Queued, 1));
+}
