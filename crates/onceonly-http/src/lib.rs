@@ -35,11 +35,11 @@ impl HttpDestination {
     /// bounded by `request_timeout`.
     pub fn new(base_url: &str, request_timeout: Duration) -> onceonly::Result<Self> {
         let parsed = reqwest::Url::parse(base_url).map_err(|e| {
-            onceonly::Error::Invalid(format!("--http {base_url:?} is not a URL: {e}"))
+            onceonly::Error::Invalid(format!("destination {base_url:?} is not a URL: {e}"))
         })?;
         if !matches!(parsed.scheme(), "http") {
             return Err(onceonly::Error::Invalid(format!(
-                "--http {base_url:?}: only http:// destinations are supported in this build"
+                "destination {base_url:?}: only http:// destinations are supported in this build"
             )));
         }
         let client = reqwest::Client::builder()

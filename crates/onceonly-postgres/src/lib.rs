@@ -306,9 +306,10 @@ impl Store for PgStore {
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
+        // Mapped like every other statement (the URL is not at hand here).
         tx.commit()
             .await
-            .map_err(|e| Error::Database(e.to_string()))
+            .map_err(map_err("the transaction's database"))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -326,7 +327,7 @@ impl Store for PgStore {
             Some(claim) => Ok(ClaimRow::Claimed(claim)),
             None => match self.op_get_in(conn, p.job_type, p.op_key).await? {
                 Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
-                None => Err(Error::Database(format!(
+                None => Err(Error::db_other(format!(
                     "{}:{} conflicted on claim but is gone (purged meanwhile?)",
                     p.job_type, p.op_key
                 ))),
@@ -437,7 +438,7 @@ impl Store for PgStore {
         }
         match self.op_get_in(conn, p.job_type, p.op_key).await? {
             Some(snap) => Ok(Enqueued::Existing(Box::new(snap.record))),
-            None => Err(Error::Database(format!(
+            None => Err(Error::db_other(format!(
                 "{}:{} conflicted on enqueue but is gone (purged meanwhile?)",
                 p.job_type, p.op_key
             ))),
@@ -460,7 +461,7 @@ impl Store for PgStore {
         if affected == 1 {
             Ok(())
         } else {
-            Err(Error::Database(format!(
+            Err(Error::db_other(format!(
                 "audit append for {}:{} inserted {affected} rows",
                 p.job_type, p.op_key
             )))

@@ -131,7 +131,7 @@ use onceonly::store::{
     Claim, ClaimRow, Enqueued, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch,
     OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
+use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Move, Record, Result, Snapshot, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
@@ -283,9 +283,9 @@ impl SqliteStore {
     }
 
     fn gone(what: &str, job_type: &str, op_key: &str) -> Error {
-        Error::Database(format!(
-            "{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)"
-        ))
+        let why =
+            format!("{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)");
+        Error::db_other(why)
     }
 
     /// One statement on the store's connection; its affected-row count.
@@ -318,9 +318,10 @@ impl Store for SqliteStore {
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
+        // Mapped like every other statement (the URL is not at hand here).
         tx.commit()
             .await
-            .map_err(|e| Error::Database(e.to_string()))
+            .map_err(map_err("the transaction's database"))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -374,16 +375,10 @@ impl Store for SqliteStore {
             .items
             .iter()
             .map(|c| {
-                let mut m = OpMove::new(
-                    p.job_type,
-                    c.op_key,
-                    c.token,
-                    State::Claimed,
-                    State::Completed,
-                );
-                m.unless_cancel_requested = true;
-                m.external_ref = c.external_ref;
-                m.result = Some(c.result);
+                let m = Move::Complete
+                    .op(p.job_type, c.op_key, c.token)
+                    .with_external_ref(c.external_ref)
+                    .with_result(c.result);
                 (c.op_key.to_owned(), queries::move_op(self.offset(), &m))
             })
             .collect();
@@ -511,7 +506,7 @@ impl Store for SqliteStore {
         if affected == 1 {
             Ok(())
         } else {
-            Err(Error::Database(format!(
+            Err(Error::db_other(format!(
                 "audit append for {}:{} inserted {affected} rows",
                 p.job_type, p.op_key
             )))
@@ -531,7 +526,7 @@ impl Store for SqliteStore {
             .writer
             .call(move |c| direct::optional(c, &q, direct::now))
             .await?;
-        now.ok_or_else(|| Error::Database("SELECT now returned no row".into()))
+        now.ok_or_else(|| Error::db_other("SELECT now returned no row"))
     }
 
     fn clock_offset(&self) -> &ClockOffset {

@@ -51,14 +51,9 @@ impl<S: Store> Guard<S> {
     ) -> Result<Outcome> {
         self.fault(FaultPoint::AfterEffect)?;
         let result_text = result.to_string();
-        let mut p = OpMove::new(
-            &self.spec.job_type,
-            &claim.op_key,
-            claim.claim.token,
-            State::Claimed,
-            State::Completed,
-        );
-        p.result = Some(&result_text);
+        let p = Move::Complete
+            .op(&self.spec.job_type, &claim.op_key, claim.claim.token)
+            .with_result(&result_text);
         if self.store.op_move_in(conn, &p).await? {
             Ok(Outcome::Done {
                 result: result.clone(),
