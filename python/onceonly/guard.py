@@ -395,6 +395,10 @@ class _Heartbeat:
     def _loop(self) -> None:
         g, ctx, interval = self.guard, self.ctx, self.guard.spec.heartbeat_ms / 1000
         while not self._stop.wait(interval):
+            if ctx.remaining() == 0:
+                # Timed out: Rust stops the effect and its heartbeat here. A thread
+                # cannot be stopped, so its claim is left to run out and go stale.
+                return
             try:
                 beat = g.store.heartbeat(ctx.job_type, ctx.op_key, ctx.token, g.spec.lease_ms)
             except Exception as e:

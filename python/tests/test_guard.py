@@ -312,3 +312,21 @@ def test_a_broken_postgres_connection_is_replaced(pg_store):
         g.run("b", P, Counting())
     assert isinstance(g.run("b", P, Counting()), Done)
     assert pg_store._conn().info.backend_pid != pid
+
+
+def test_the_heartbeat_stops_renewing_at_the_job_timeout(store):
+    # Rust stops a timed-out effect, and with it the heartbeat: a hung effect's
+    # claim runs out one lease later and the policy decides (DESIGN.md 4).
+    import time
+
+    g = Guard(store, spec(effect="keyed", lease="300ms", timeout="400ms", heartbeat="100ms"))
+    seen = {}
+
+    def effect(ctx):
+        time.sleep(1.2)
+        snap = store.get("mail", "k")
+        seen["lease_over"] = snap.record.lease_until <= snap.now
+        return Sent("r", None)
+
+    g.run("k", P, effect)
+    assert seen["lease_over"], "the heartbeat renewed the lease past the job timeout"
