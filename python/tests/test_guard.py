@@ -272,6 +272,13 @@ def test_timing_rules_refuse_to_start_naming_both_values():
         spec(redelivery_timeout="5s")
 
 
+def test_a_negative_max_retries_is_refused():
+    # Rust's max_retries is a u32: retries under one claim are bounded. Here -1
+    # would retry a not-sent effect for ever under the claim, past its lease.
+    with pytest.raises(onceonly.InvalidInput, match=r"max_retries -1 must be 0 or more"):
+        spec(max_retries=-1)
+
+
 @pytest.mark.parametrize("call, error, words", [
     (lambda g: g.run("", P, Counting()), onceonly.InvalidKey, "operation key is empty"),
     (lambda g: g.run("a\nb", P, Counting()), onceonly.InvalidKey, "control character U\\+000A"),

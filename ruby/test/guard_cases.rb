@@ -106,6 +106,12 @@ module GuardCases
     assert_match(/"1 minute" is not a duration/, assert_raises(Onceonly::InvalidInput) { guard(lease: "1 minute") }.message)
   end
 
+  # Rust's max_retries is a u32: retries under one claim are bounded; -1
+  # would retry a not-sent effect under the claim until the job timeout.
+  def test_a_negative_max_retries_is_refused
+    assert_match(/max_retries -1 must be 0 or more/, assert_raises(Onceonly::InvalidInput) { guard(max_retries: -1) }.message)
+  end
+
   def test_keyed_stale_claim_is_taken_over_and_redone_with_the_same_key
     g = guard(:keyed, lease: 10)
     leave_claim(g, "k")
