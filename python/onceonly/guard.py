@@ -193,6 +193,10 @@ class Guard:
             look_first = kind is Kind.LOOKUP
             time.sleep(backoff)
             backoff *= 2
+            if ctx.remaining() == 0:
+                # Rust's job timeout bounds the retries too (timeout < lease):
+                # none starts after it, so none runs once the claim may be taken over.
+                return report
 
     def _call(self, perform: Perform, ctx: EffectCtx) -> Report:
         try:

@@ -197,6 +197,22 @@ def test_unknown_is_retried_under_the_claim_for_keyed_then_released(store):
     assert store.get("mail", "k").record.state is State.QUEUED
 
 
+def test_no_retry_under_the_claim_starts_after_the_job_timeout(store):
+    # Rust bounds the retries by the job timeout (< lease): a retry after it
+    # could run while another worker, past the lease, takes the claim over.
+    import time
+
+    class Slow(Counting):
+        def __call__(self, ctx):
+            time.sleep(0.2)
+            return super().__call__(ctx)
+
+    effect = Slow(NotSent("connection refused"))
+    out = Guard(store, spec(effect="keyed", lease="1s", timeout="300ms")).run("k", P, effect)
+    assert isinstance(out, RetryLater) and effect.calls <= 2
+    assert store.get("mail", "k").record.state is State.QUEUED
+
+
 @pytest.mark.parametrize("policy, state", [("hold", State.HELD), ("at-most-once", State.FAILED)])
 def test_unknown_opaque_follows_the_policy_at_once(store, policy, state):
     effect = Counting(OutcomeUnknown("reset after write"))
