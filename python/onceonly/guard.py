@@ -290,7 +290,8 @@ class Guard:
             error = "this effect cannot be withdrawn"
         else:
             try:
-                withdraw(ctx, sent.external_ref)
+                if withdraw(ctx, sent.external_ref) is False:  # an explicit no, as Ruby reads a falsy answer
+                    error = "the destination did not confirm the withdraw"
             except Exception as e:
                 error = str(e) or type(e).__name__
         if error is None:

@@ -256,6 +256,19 @@ def test_a_failed_withdraw_leaves_the_operation_completed_and_says_so(store):
     assert rec.state is State.COMPLETED and "withdraw failed" in rec.error
 
 
+def test_a_withdraw_that_answers_false_is_not_taken_as_withdrawn(store):
+    # Rust's withdraw answers Withdrawn or NotWithdrawn (Ruby: a falsy answer is
+    # not withdrawn): the record must not say cancelled while the item is live.
+    def effect(ctx):
+        store.request_cancel("mail", "k", ctx.token)
+        return Sent("item-9", None)
+
+    out = Guard(store, spec()).run("k", P, effect, withdraw=lambda ctx, ref: False)
+    assert isinstance(out, WithdrawFailed) and out.external_ref == "item-9"
+    assert store.get("mail", "k").record.state is State.COMPLETED
+    assert [e.event for e in store.history("mail", "k")] == ["withdraw_failed"]
+
+
 def test_heartbeat_renews_the_lease_and_carries_a_cancel_to_the_effect(store):
     import time
 
