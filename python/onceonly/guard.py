@@ -179,7 +179,7 @@ class Guard:
                 except Exception as e:  # the destination could not say
                     return (_NOT_SENT, f"lookup unavailable: {e}")
                 if found is not None:
-                    return (_DONE, found)
+                    return (_DONE, found if isinstance(found, Sent) else Sent(None, found))
             if ctx.cancel_requested():
                 return (_FAILED, "cancel requested before the effect")
             report = self._call(perform, ctx)

@@ -112,6 +112,16 @@ def test_lookup_looks_first_after_a_stale_claim(store):
     assert looked == ["mail:k"] and effect.calls == 0
 
 
+def test_a_lookup_that_finds_a_plain_value_completes_with_it(store):
+    # As a perform's plain return value (and Ruby's lookup): the value found is
+    # the result. It must not break the recording and leave the claim unwritten.
+    stale_claim(store, "mail", "k")
+    expire(store)
+    out = Guard(store, spec(effect="lookup")).run("k", P, Counting(), lookup=lambda ctx: {"id": "found-1"})
+    assert out == Done({"id": "found-1"}, None, repeat=False)
+    assert store.get("mail", "k").record.state is State.COMPLETED
+
+
 def test_lookup_not_found_sends(store):
     stale_claim(store, "mail", "k")
     expire(store)
