@@ -208,6 +208,18 @@ module GuardCases
     assert_equal "lost_claim", store.op_history(g.spec.job_type, "k").last.event
   end
 
+  # Rust always records a done effect (its result is a JSON value): a result
+  # that cannot be stored must not leave the claim unwritten for the policy.
+  def test_a_done_effect_whose_result_is_not_json_is_still_recorded_completed
+    g = guard(:keyed)
+    out = g.run("k", 1) { Onceonly::Done.new(external_ref: "item-1", result: { "x" => Float::NAN }) }
+    assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: false), out
+    r = row(g, "k")
+    assert_equal ["completed", "item-1", nil], [r.state, r.external_ref, r.result]
+    assert_match(/not stored.*NaN/, r.error)
+    assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: true), g.run("k", 1) { flunk }
+  end
+
   def test_not_sent_releases_the_claim_with_a_backoff
     g = guard(:keyed, max_retries: 0)
     out = g.run("k", { "p" => 1 }) { raise Onceonly::Effect::NotSent, "connection refused" }
