@@ -143,6 +143,17 @@ def test_opaque_stale_claim_follows_the_policy_without_acting(store, policy, sta
     assert [e.event for e in store.history("mail", "k")] == ["take_over"]
 
 
+@pytest.mark.parametrize("policy, state", [("hold", State.HELD), ("at-most-once", State.FAILED)])
+def test_a_spec_built_directly_with_names_keeps_its_policy(store, policy, state):
+    # JobSpec("mail", "opaque", "hold") is a dataclass call: its kind and policy
+    # as plain names must mean what they say, not fall through to a redo.
+    stale_claim(store, "mail", "k")
+    expire(store)
+    effect = Counting()
+    Guard(store, onceonly.JobSpec("mail", "opaque", policy)).run("k", P, effect)
+    assert effect.calls == 0 and store.get("mail", "k").record.state is state
+
+
 def test_at_least_once_redoes_once_then_holds(store):
     stale_claim(store, "mail", "k")
     expire(store)
