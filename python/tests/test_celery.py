@@ -56,6 +56,35 @@ def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
     assert (long.soft_time_limit, long.time_limit) == (300, 315)
 
 
+def test_a_database_error_after_the_claim_retries_the_task_not_drops_it(sqlite_store, monkeypatch):
+    # A task failing with an error would be acknowledged, and its claim never
+    # revisited (nothing in Celery sweeps stale claims as the Rust relay does):
+    # a claim past its lease must come back for the policy to decide.
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db=sqlite_store, job="dberr", key="k")(lambda ctx, k: {"sent": k})
+
+    def broken(*a, **kw):
+        raise onceonly.DatabaseError("move.sql: database is locked")
+
+    class Retried(Exception):
+        pass
+
+    retried = {}
+
+    def retry(exc=None, countdown=None, **kw):
+        retried.update(exc=exc, countdown=countdown)
+        return Retried()
+
+    monkeypatch.setattr(sqlite_store, "move", broken)
+    monkeypatch.setattr(task, "retry", retry)
+    with pytest.raises(Retried):
+        task("o-1")
+    assert isinstance(retried["exc"], onceonly.DatabaseError) and retried["countdown"] > 0
+    assert sqlite_store.get("dberr", "o-1").record.state is onceonly.State.CLAIMED
+
+
 def test_bad_settings_are_refused_when_the_task_is_defined():
     from celery import Celery
 
