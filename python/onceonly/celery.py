@@ -32,7 +32,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from celery import Celery, signals
-from celery.exceptions import Reject
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from . import connect
 from .canonical import Payload
@@ -201,9 +201,11 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
             except InjectedCrash:
                 # An injected crash stands for a dead worker: the broker redelivers.
                 raise Reject("onceonly: injected crash", requeue=True)
-            except (Unreachable, DatabaseError) as e:
+            except (Unreachable, DatabaseError, SoftTimeLimitExceeded) as e:
                 # Retried, not failed: a failed task is acknowledged, and a claim
-                # it left would never come back for the stale-claim policy.
+                # it left would never come back for the stale-claim policy. (The
+                # soft limit inside the effect is an unknown outcome, recorded;
+                # here it hit the claim or the completion write.)
                 log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
                 raise self.retry(exc=e, countdown=5)
             return _settle(self, spec, op_key, outcome)
