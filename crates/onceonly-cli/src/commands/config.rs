@@ -12,6 +12,11 @@
 //! redelivery_timeout = "5m"      # the queue's visibility timeout, ack wait, ...
 //! lock_lifetime = "1m"           # any lock held around the job
 //! max_retries = 3
+//! ca_cert = "private-ca.pem"     # PEM CAs trusted next to the system's (relative to this file)
+//!
+//! [jobs.send_receipt.http]       # the destination's request shape (docs/destinations.md)
+//! url = "{base}/v1/messages"
+//! headers = { Authorization = "Bearer {env.MAIL_TOKEN}" }
 //! ```
 //!
 //! A file that does not parse, names an unknown field or holds a bad value
@@ -23,6 +28,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use onceonly::{EffectKind, JobSpec, StalePolicy};
+use onceonly_http::{Shape, ShapeSpec};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
@@ -57,6 +63,11 @@ pub struct JobSettings {
     pub lock_lifetime: Option<Duration>,
     /// Retries of an unknown or not-sent outcome under one claim.
     pub max_retries: Option<u32>,
+    /// A PEM file of CAs trusted next to the system's (made relative to
+    /// the settings file's folder).
+    pub ca_cert: Option<PathBuf>,
+    /// The destination's request shape; `None` is the default shape.
+    pub http: Option<ShapeSpec>,
 }
 
 impl JobSettings {
@@ -146,6 +157,14 @@ impl Config {
                     ));
                 }
             }
+            if let Some(http) = &job.http {
+                // Every variable reads as empty here: the shape's form is
+                // checked now, the environment when a worker starts.
+                Shape::resolve(http.get_ref(), |_| Some(String::new()))
+                    .and_then(|shape| shape.check_effect(effect))
+                    .map_err(|e| format!("{}: {}: {e}", at(Some(http.span())), field("http")))?;
+            }
+            let base = path.parent().unwrap_or(Path::new(""));
             let settings = JobSettings {
                 job_type: job_type.clone(),
                 effect,
@@ -156,6 +175,8 @@ impl Config {
                 redelivery_timeout: job.redelivery_timeout.map(|d| d.0),
                 lock_lifetime: job.lock_lifetime.map(|d| d.0),
                 max_retries: job.max_retries,
+                ca_cert: job.ca_cert.map(|p| base.join(p)),
+                http: job.http.map(Spanned::into_inner),
             };
             jobs.insert(job_type, settings);
         }
@@ -210,6 +231,8 @@ struct JobDe {
     redelivery_timeout: Option<Dur>,
     lock_lifetime: Option<Dur>,
     max_retries: Option<u32>,
+    ca_cert: Option<PathBuf>,
+    http: Option<Spanned<ShapeSpec>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
