@@ -19,6 +19,7 @@ from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
                       WithdrawFailed)
 from .owner import new_owner
+from .protocol import cancel_unsent, owner_move, policy, take_over_to
 from .record import Claim, Record, Snapshot, State
 from .spec import JobSpec, Kind, StalePolicy, fmt_ms
 from .stores import OpMove, Store
@@ -30,6 +31,7 @@ AFTER_EFFECT = "after_effect"
 
 # What an effect reported, before it is recorded.
 _DONE, _NOT_SENT, _UNKNOWN, _FAILED = "done", "not_sent", "unknown", "failed"
+LOOKUP_UNAVAILABLE = "lookup unavailable"
 Report = Tuple[str, Any]
 
 Perform = Callable[[EffectCtx], Any]
@@ -184,9 +186,9 @@ class Guard:
                 try:
                     found = lookup(ctx) if lookup else None
                     if lookup is None:
-                        return (_NOT_SENT, "lookup unavailable: this effect has no lookup")
+                        return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: this effect has no lookup")
                 except Exception as e:  # the destination could not say
-                    return (_NOT_SENT, f"lookup unavailable: {e}")
+                    return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {e}")
                 if found is not None:
                     return (_DONE, found if isinstance(found, Sent) else Sent(None, found))
             if ctx.cancel_requested():
@@ -242,13 +244,29 @@ class Guard:
             if released:
                 return RetryLater(detail, retry_backoff_ms(ctx.attempt))
             note = f"cancel requested; the effect was not sent ({detail})"
+            return self._cancel_unsent(ctx, note, self._looked_up(ctx, detail))
+        if what == _FAILED and ctx.cancel_requested():
+            return self._cancel_unsent(ctx, detail, self._looked_up(ctx, detail))
+        if what == _FAILED:
+            self._fenced(ctx, State.FAILED, detail)
+            return Failed(detail)
+        return self._unknown(ctx, detail)
+
+    def _looked_up(self, ctx: EffectCtx, reason: str) -> bool:
+        """Whether a lookup under this claim found nothing before ``reason``
+        (a lookup effect looks first on every claim after the first)."""
+        return (self.spec.effect is Kind.LOOKUP and ctx.attempt > 1
+                and not reason.startswith(LOOKUP_UNAVAILABLE))
+
+    def _cancel_unsent(self, ctx: EffectCtx, note: str, looked_up: bool) -> Outcome:
+        """A cancel was requested and this claim did not act: cancelled, or held
+        (the request kept) when an earlier claim may have acted."""
+        if cancel_unsent(ctx.attempt, looked_up) is State.CANCELLED:
             self._fenced(ctx, State.CANCELLED, note)
             return Cancelled(None)
-        if what == _FAILED:
-            to = State.CANCELLED if ctx.cancel_requested() else State.FAILED
-            self._fenced(ctx, to, detail)
-            return Cancelled(None) if to is State.CANCELLED else Failed(detail)
-        return self._unknown(ctx, detail)
+        note = f"{note}; an earlier claim of this operation may have acted: check the destination"
+        self._fenced(ctx, State.HELD, note)
+        return Held(note)
 
     def _unknown(self, ctx: EffectCtx, reason: str) -> Outcome:
         kind, policy = self.spec.effect, self.spec.on_stale

@@ -401,3 +401,44 @@ def test_the_heartbeat_stops_renewing_at_the_job_timeout(store):
 
     g.run("k", P, effect)
     assert seen["lease_over"], "the heartbeat renewed the lease past the job timeout"
+
+
+def test_a_cancel_after_an_earlier_claim_holds_instead_of_cancelling(store):
+    # protocol::cancel_unsent: the dead first claim may have sent; a keyed
+    # destination cannot be searched, so a person must look, the request kept.
+    stale_claim(store, "mail", "k")
+    expire(store)
+
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    out = Guard(store, spec(effect="keyed")).run("k", P, effect)
+    assert isinstance(out, Held) and "an earlier claim of this operation may have acted" in out.reason
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token, rec.cancel_requested) == (State.HELD, 2, True)
+    assert [(e.event, e.from_state, e.to_state) for e in store.history("mail", "k")][-1] == (
+        "hold", "claimed", "held")
+
+
+def test_a_cancel_after_a_lookup_found_nothing_cancels(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    out = Guard(store, spec(effect="lookup")).run("k", P, effect, lookup=lambda ctx: None)
+    assert out == Cancelled(None)
+    assert store.get("mail", "k").record.state is State.CANCELLED
+
+
+def test_a_cancel_on_the_first_claim_cancels(store):
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    assert Guard(store, spec(effect="keyed")).run("k", P, effect) == Cancelled(None)
+    assert store.get("mail", "k").record.state is State.CANCELLED
+
