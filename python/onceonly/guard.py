@@ -3,6 +3,7 @@ the claim's token, following crates/onceonly/src/guard (same transitions,
 same audit events, same decisions)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -168,10 +169,13 @@ class Guard:
         self._fault(AFTER_CLAIM)
         beat = _Heartbeat(self, ctx) if self.spec.heartbeat_ms else None
         try:
-            report = self._attempts(ctx, claim, after_stale, perform, lookup)
-        finally:
-            if beat:
-                beat.stop()
+            try:
+                report = self._attempts(ctx, claim, after_stale, perform, lookup)
+            finally:
+                if beat:
+                    beat.stop()
+        except _LeaseNotRenewed:
+            report = (_UNKNOWN, beat.unrenewed)
         if beat and beat.lost is not None:
             raise beat.lost
         return report
@@ -415,19 +419,33 @@ class Guard:
         return LostClaim(token, record)
 
 
+class _LeaseNotRenewed(BaseException):
+    """Raised in the effect's thread by its heartbeat when the lease could not be
+    renewed: not an Exception, so an effect's ``except Exception`` cannot swallow it."""
+
+
 class _Heartbeat:
     """Renews the lease every heartbeat interval while the effect runs, and
-    carries the operator's cancel request to the effect's context."""
+    carries the operator's cancel request to the effect's context. When the
+    lease can no longer be renewed before it runs out, it stops the effect (as
+    Rust drops it), so it never acts after another worker could take over."""
 
     def __init__(self, guard: Guard, ctx: EffectCtx):
         self.guard, self.ctx = guard, ctx
         self.lost: Optional[LostClaim] = None
+        self.unrenewed: Optional[str] = None
+        self._worker = threading.get_ident()
+        self._lock = threading.Lock()
+        self._stopped = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="onceonly-heartbeat", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         g, ctx, interval = self.guard, self.ctx, self.guard.spec.heartbeat_ms / 1000
+        # The claim was taken about now; the effect must not go on past a lease
+        # that could not be renewed.
+        renewed = time.monotonic()
         while not self._stop.wait(interval):
             if ctx.remaining() == 0:
                 # Timed out: Rust stops the effect and its heartbeat here. A thread
@@ -436,14 +454,31 @@ class _Heartbeat:
             try:
                 beat = g.store.heartbeat(ctx.job_type, ctx.op_key, ctx.token, g.spec.lease_ms)
             except Exception as e:
+                if time.monotonic() - renewed + interval >= g.spec.lease_ms / 1000:
+                    log.warning("lease not renewed; stopping the effect job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
+                    self._stop_effect(f"the lease could not be renewed ({e}); the effect was stopped before it ran out")
+                    return
                 log.warning("heartbeat failed; will retry job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
                 continue
             if beat is None:
                 self.lost = g._lost(ctx.token, g._get(ctx.op_key).record)
                 return
+            renewed = time.monotonic()
             if beat[1]:
                 ctx._cancel.set()
 
+    def _stop_effect(self, why: str) -> None:
+        """Raises _LeaseNotRenewed in the effect's thread, unless it already ended.
+        It lands at the thread's next Python instruction (a call blocked in C,
+        such as a socket read, is stopped when it returns)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self.unrenewed = why
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_LeaseNotRenewed))
+
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
         self._stop.set()
         self._thread.join()

@@ -442,3 +442,34 @@ def test_a_cancel_on_the_first_claim_cancels(store):
     assert Guard(store, spec(effect="keyed")).run("k", P, effect) == Cancelled(None)
     assert store.get("mail", "k").record.state is State.CANCELLED
 
+
+def test_an_unrenewed_lease_stops_the_effect_within_the_lease(store, monkeypatch):
+    # The database is unreachable from this worker's heartbeat alone: the
+    # effect is stopped before the lease runs out (another worker may take
+    # it over then), its outcome unknown; keyed: released to be redone.
+    import time
+
+    from onceonly.errors import Unreachable
+
+    def unreachable(*args, **kwargs):
+        raise Unreachable("postgresql://db", "no route from this worker")
+
+    monkeypatch.setattr(store, "heartbeat", unreachable)
+    g = Guard(store, spec(effect="keyed", lease="600ms", timeout="20s", heartbeat="100ms"))
+    acted = []
+
+    def never(ctx):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        acted.append(ctx.token)
+        return Sent("late", None)
+
+    started = time.monotonic()
+    out = g.run("k", P, never)
+    elapsed = time.monotonic() - started
+    assert elapsed < 0.6, f"stopped within the lease it could not renew ({elapsed:.2f}s)"
+    assert isinstance(out, RetryLater) and "lease" in out.reason, out
+    assert acted == [], "the stopped effect never acts"
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token) == (State.QUEUED, 1)
