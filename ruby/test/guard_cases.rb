@@ -301,6 +301,48 @@ module GuardCases
     refute reached_end
   end
 
+  # An effect that asks for a cancel (as an operator would) and then finds it
+  # could not send.
+  def cancel_then_not_sent
+    lambda do |ctx|
+      assert store.op_request_cancel(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token)
+      raise Onceonly::Effect::NotSent, "connection refused"
+    end
+  end
+
+  # protocol::cancel_unsent: the dead first claim may have sent, and a keyed
+  # destination cannot be searched: held for a person, the request kept.
+  def test_a_cancel_after_an_earlier_claim_holds_instead_of_cancelling
+    g = guard(:keyed)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    out = g.run("k", { "p" => 1 }, &cancel_then_not_sent)
+    assert_kind_of Onceonly::Outcome::Held, out
+    assert_match(/an earlier claim of this operation may have acted/, out.reason)
+    r = row(g, "k")
+    assert_equal ["held", 2, true], [r.state, r.token, r.cancel_requested]
+    event = store.op_history(g.spec.job_type, "k").last
+    assert_equal %w[hold claimed held], [event.event, event.from_state, event.to_state]
+  end
+
+  def test_a_cancel_after_a_lookup_found_nothing_cancels
+    g = guard(:lookup)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    effect = Struct.new(:perform_fn) do
+      def perform(ctx) = perform_fn.call(ctx)
+      def lookup(_ctx) = nil
+    end.new(cancel_then_not_sent)
+    assert_equal Onceonly::Outcome::Cancelled.new(withdrawn_ref: nil), g.run("k", { "p" => 1 }, effect)
+    assert_equal "cancelled", row(g, "k").state
+  end
+
+  def test_a_cancel_on_the_first_claim_cancels
+    g = guard(:keyed)
+    assert_equal Onceonly::Outcome::Cancelled.new(withdrawn_ref: nil), g.run("k", 1, &cancel_then_not_sent)
+    assert_equal "cancelled", row(g, "k").state
+  end
+
   def test_local_effects_commit_with_the_claim_or_not_at_all
     g = guard(:local)
     store.with_connection { |c| create_effects_table(c) }

@@ -4,6 +4,9 @@ module Onceonly
   # Acting under a claim: the effect within the timeout and heartbeat, then
   # the fenced write of its outcome (or the withdraw, when a cancel came in).
   class Guard
+    # How a not-sent outcome from an unanswered lookup begins.
+    LOOKUP_UNAVAILABLE = "lookup unavailable"
+
     private
 
     def act(ctx, claim, after_stale, effect)
@@ -99,7 +102,7 @@ module Onceonly
     # [:not_sent, ...] when the lookup could not answer.
     def lookup(ctx, effect)
       unless effect.respond_to?(:lookup)
-        return [:not_sent, "lookup unavailable: a lookup effect needs #lookup(ctx)"]
+        return [:not_sent, "#{LOOKUP_UNAVAILABLE}: a lookup effect needs #lookup(ctx)"]
       end
 
       found = effect.lookup(ctx)
@@ -107,7 +110,7 @@ module Onceonly
 
       found.is_a?(Onceonly::Done) ? [:done, found.external_ref, found.result] : [:done, nil, found]
     rescue StandardError => e
-      [:not_sent, "lookup unavailable: #{e.class}: #{e.message}"]
+      [:not_sent, "#{LOOKUP_UNAVAILABLE}: #{e.class}: #{e.message}"]
     end
 
     def call_effect(ctx, effect)
@@ -141,15 +144,34 @@ module Onceonly
         return Outcome::RetryLater.new(reason: reason) if release(ctx, reason)
 
         # An operator asked to cancel, and nothing was sent: stop here.
-        fenced(ctx, "cancelled", "cancel requested; the effect was not sent (#{reason})")
-        Outcome::Cancelled.new(withdrawn_ref: nil)
+        cancel_unsent(ctx, "cancel requested; the effect was not sent (#{reason})", looked_up?(ctx, reason))
+      in [:failed, error] if ctx.cancel_requested?
+        cancel_unsent(ctx, error, looked_up?(ctx, error))
       in [:failed, error]
-        to = ctx.cancel_requested? ? "cancelled" : "failed"
-        fenced(ctx, to, error)
-        to == "cancelled" ? Outcome::Cancelled.new(withdrawn_ref: nil) : Outcome::Failed.new(error: error)
+        fenced(ctx, "failed", error)
+        Outcome::Failed.new(error: error)
       in [:unknown, reason]
         unknown(ctx, reason)
       end
+    end
+
+    # Whether a lookup under this claim found nothing before `reason` (a
+    # lookup effect looks first on every claim after the first).
+    def looked_up?(ctx, reason)
+      spec.effect == :lookup && ctx.attempt > 1 && !reason.start_with?(LOOKUP_UNAVAILABLE)
+    end
+
+    # A cancel was requested and this claim did not act: cancelled, or held
+    # (the request kept) when an earlier claim may have acted.
+    def cancel_unsent(ctx, note, looked_up)
+      if Protocol.cancel_unsent(ctx.attempt, looked_up) == "cancelled"
+        fenced(ctx, "cancelled", note)
+        return Outcome::Cancelled.new(withdrawn_ref: nil)
+      end
+
+      note = "#{note}; an earlier claim of this operation may have acted: check the destination"
+      fenced(ctx, "held", note)
+      Outcome::Held.new(reason: note)
     end
 
     # [JSON, nil], or [nil, why] for a result that is not JSON: the effect
