@@ -343,6 +343,26 @@ module GuardCases
     assert_equal "cancelled", row(g, "k").state
   end
 
+  # The database unreachable from this worker's heartbeat alone: the effect
+  # is stopped before the lease runs out (another worker may take it over
+  # then), its outcome unknown; keyed: released to be redone.
+  def test_an_unrenewed_lease_stops_the_effect_within_the_lease
+    g = guard(:keyed, lease: 0.6, timeout: 20, heartbeat: 0.1)
+    store.define_singleton_method(:op_heartbeat) { |**| raise Onceonly::DatabaseError, "no route from this worker" }
+    acted = false
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    out = g.run("k", 1) do
+      sleep 5
+      acted = true
+    end
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_operator elapsed, :<, 0.6, "stopped within the lease it could not renew"
+    assert_kind_of Onceonly::Outcome::RetryLater, out
+    assert_match(/lease/, out.reason)
+    refute acted, "the stopped effect never acts"
+    assert_equal ["queued", 1], [row(g, "k").state, row(g, "k").token]
+  end
+
   def test_local_effects_commit_with_the_claim_or_not_at_all
     g = guard(:local)
     store.with_connection { |c| create_effects_table(c) }

@@ -22,6 +22,9 @@ module Onceonly
     # Internal: a heartbeat found the claim gone and stops the effect. Not a
     # StandardError, so an effect's `rescue => e` cannot swallow it.
     class ClaimGone < Exception; end # rubocop:disable Lint/InheritException
+    # Internal: a heartbeat could not renew the lease before it runs out and
+    # stops the effect (its outcome unknown), as the Rust guard drops it.
+    class LeaseNotRenewed < Exception; end # rubocop:disable Lint/InheritException
 
     # A block as an effect with neither lookup nor withdraw.
     BlockEffect = Struct.new(:block) do

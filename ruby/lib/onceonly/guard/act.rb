@@ -28,7 +28,8 @@ module Onceonly
     end
 
     # Runs the block while renewing the lease every heartbeat interval; stops
-    # the block (raises in it) when the claim turns out lost.
+    # the block (raises in it) when the claim turns out lost, or when the
+    # lease can no longer be renewed before it runs out (its outcome unknown).
     def with_heartbeat(ctx)
       return yield unless spec.heartbeat_ms
 
@@ -37,19 +38,32 @@ module Onceonly
       wake = ConditionVariable.new
       done = false
       lost_error = nil
+      unrenewed = nil
+      interval = spec.heartbeat_ms / 1000.0
       beat = Thread.new do
+        # The claim was taken about now; the block must not go on past a
+        # lease that could not be renewed.
+        renewed = monotonic
         loop do
-          lock.synchronize { wake.wait(lock, spec.heartbeat_ms / 1000.0) unless done }
+          lock.synchronize { wake.wait(lock, interval) unless done }
           break if lock.synchronize { done }
 
           begin
             hb = store.op_heartbeat(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token,
                                     lease_ms: spec.lease_ms)
           rescue Error => e
+            if monotonic - renewed + interval >= spec.lease_ms / 1000.0
+              Onceonly.logger.warn("onceonly: lease of #{ctx.job_type}:#{ctx.op_key} not renewed (#{e.message}); " \
+                                   "stopping the effect")
+              unrenewed = "the lease could not be renewed (#{e.message}); the effect was stopped before it ran out"
+              lock.synchronize { worker.raise(LeaseNotRenewed) unless done }
+              break
+            end
             Onceonly.logger.warn("onceonly: heartbeat of #{ctx.job_type}:#{ctx.op_key} failed (#{e.message}); will retry")
             next
           end
           if hb
+            renewed = monotonic
             ctx.cancel_requested = hb[:cancel_requested]
             next
           end
@@ -69,6 +83,12 @@ module Onceonly
       end
     rescue ClaimGone
       raise lost_error
+    rescue LeaseNotRenewed
+      [:unknown, unrenewed]
+    end
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
 
     # The effect, retried under the claim where the kind allows it.
