@@ -140,15 +140,16 @@ class Guard:
 
     def _take_over(self, stale: Record) -> Optional[Claim]:
         """Takes over a stale claim as the policy says; a claim only when this worker must act."""
-        kind, policy, who = self.spec.effect, self.spec.on_stale, stale.owner or "?"
-        if kind is Kind.OPAQUE and policy is StalePolicy.HOLD:
-            to, reason = State.HELD, f"claim by {who} went past its lease; the effect may or may not have happened"
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_MOST_ONCE:
-            to, reason = State.FAILED, "claim went past its lease; given up under at-most-once (the effect may be missing)"
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_LEAST_ONCE and stale.attempts >= 2:
-            to, reason = State.HELD, "a redo under at-least-once also went past its lease; held to keep to one extra"
+        who = stale.owner or "?"
+        to = take_over_to(policy(self.spec.effect, self.spec.on_stale, stale.attempts))
+        if to is State.CLAIMED:
+            reason = f"took over a claim of {who} past its lease"
+        elif to is State.FAILED:
+            reason = "claim went past its lease; given up under at-most-once (the effect may be missing)"
+        elif self.spec.on_stale is StalePolicy.AT_LEAST_ONCE:
+            reason = "a redo under at-least-once also went past its lease; held to keep to one extra"
         else:
-            to, reason = State.CLAIMED, f"took over a claim of {who} past its lease"
+            reason = f"claim by {who} went past its lease; the effect may or may not have happened"
         taken = self.store.take_over(stale.job_type, stale.op_key, stale.token, to, self.owner, self.spec.lease_ms, reason)
         log.info("stale claim job=%s key=%s stale_token=%s to=%s won=%s", stale.job_type, stale.op_key, stale.token, to, taken is not None)
         if taken is not None:
@@ -273,20 +274,12 @@ class Guard:
         return Held(note)
 
     def _unknown(self, ctx: EffectCtx, reason: str) -> Outcome:
-        kind, policy = self.spec.effect, self.spec.on_stale
-        if kind is Kind.OPAQUE and policy is StalePolicy.HOLD:
-            to, outcome = State.HELD, Held(reason)
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_MOST_ONCE:
-            to, outcome = State.FAILED, Failed(reason)
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_LEAST_ONCE and ctx.attempt >= 2:
-            to, outcome = State.HELD, Held(reason)
-        else:  # keyed and lookup redo safely; at-least-once may redo once
-            to, outcome = State.QUEUED, RetryLater(reason, retry_backoff_ms(ctx.attempt))
+        to = owner_move(policy(self.spec.effect, self.spec.on_stale, ctx.attempt))
         if to is not State.QUEUED:
             self._fenced(ctx, to, reason)
-            return outcome
+            return Failed(reason) if to is State.FAILED else Held(reason)
         if self._release(ctx, reason):
-            return outcome
+            return RetryLater(reason, retry_backoff_ms(ctx.attempt))
         note = f"cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
         self._fenced(ctx, State.HELD, note)
         return Held(note)
