@@ -204,19 +204,12 @@ module Onceonly
 
     # An unknown outcome that retries under the claim did not clear.
     def unknown(ctx, reason)
-      to, outcome =
-        case [spec.effect, spec.on_stale]
-        in [:opaque, :hold] then ["held", Outcome::Held.new(reason: reason)]
-        in [:opaque, :at_most_once] then ["failed", Outcome::Failed.new(error: reason)]
-        in [:opaque, :at_least_once] if ctx.attempt >= 2 then ["held", Outcome::Held.new(reason: reason)]
-        # Keyed and lookup redo safely; at-least-once may redo once.
-        else ["queued", Outcome::RetryLater.new(reason: reason)]
-        end
+      to = Protocol.owner_move(Protocol.policy(spec.effect, spec.on_stale, ctx.attempt))
       if to != "queued"
         fenced(ctx, to, reason)
-        return outcome
+        return to == "failed" ? Outcome::Failed.new(error: reason) : Outcome::Held.new(reason: reason)
       end
-      return outcome if release(ctx, reason)
+      return Outcome::RetryLater.new(reason: reason) if release(ctx, reason)
 
       # An operator asked to cancel, but the effect may exist and there is no
       # reference to withdraw: a person must look, the request kept.
