@@ -20,7 +20,7 @@ from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
                       WithdrawFailed)
 from .owner import new_owner
-from .protocol import cancel_unsent, owner_move, policy, take_over_to
+from .protocol import cancel_unsent, owner_move, owner_op, policy, take_over_to
 from .record import Claim, Record, Snapshot, State
 from .spec import JobSpec, Kind, StalePolicy, fmt_ms
 from .stores import OpMove, Store
@@ -239,8 +239,7 @@ class Guard:
             text, unstored = _storable(sent.result)
             if unstored:
                 log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
-            p = self._move(ctx, State.COMPLETED, unless_cancel_requested=True,
-                           external_ref=sent.external_ref, result=text, error=unstored)
+            p = self._move(ctx, "complete", external_ref=sent.external_ref, result=text, error=unstored)
             if self.store.move(p):
                 return Done(None if text is None else json.loads(text), sent.external_ref, repeat=False)
             return self._completion_refused(ctx, sent, text, withdraw)
@@ -284,13 +283,12 @@ class Guard:
         self._fenced(ctx, State.HELD, note)
         return Held(note)
 
-    def _move(self, ctx: EffectCtx, to: State, **fields) -> OpMove:
-        return OpMove(ctx.job_type, ctx.op_key, ctx.token, State.CLAIMED, to, **fields)
+    def _move(self, ctx: EffectCtx, name: str, **fields) -> OpMove:
+        return owner_op(name, ctx.job_type, ctx.op_key, ctx.token, **fields)
 
     def _release(self, ctx: EffectCtx, reason: str) -> bool:
         """Releases the claim to queued unless a cancel is pending (False: still ours, cancel pending)."""
-        p = self._move(ctx, State.QUEUED, unless_cancel_requested=True, error=reason,
-                       retry_after_ms=retry_backoff_ms(ctx.attempt))
+        p = self._move(ctx, "release", error=reason, retry_after_ms=retry_backoff_ms(ctx.attempt))
         if self.store.move(p):
             return True
         r = self._get(ctx.op_key).record
@@ -299,7 +297,8 @@ class Guard:
         raise self._lost(ctx.token, r)
 
     def _fenced(self, ctx: EffectCtx, to: State, reason: str) -> None:
-        if not self.store.move(self._move(ctx, to, error=reason)):
+        name = {State.HELD: "hold", State.CANCELLED: "cancel_claimed", State.FAILED: "fail"}[to]
+        if not self.store.move(self._move(ctx, name, error=reason)):
             raise self._lost(ctx.token, self._get(ctx.op_key).record)
         event = {State.HELD: "hold", State.CANCELLED: "cancelled"}.get(to, "failed")
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, reason)
@@ -330,7 +329,8 @@ class Guard:
                     "the item is live at the destination")
             outcome = WithdrawFailed(sent.external_ref, error)
         log.warning("compensation job=%s key=%s: %s", ctx.job_type, ctx.op_key, note)
-        p = self._move(ctx, to, external_ref=sent.external_ref, result=text, error=note)
+        name = "cancel_claimed" if to is State.CANCELLED else "complete_withdraw_failed"
+        p = self._move(ctx, name, external_ref=sent.external_ref, result=text, error=note)
         if not self.store.move(p):
             raise self._lost(ctx.token, self._get(ctx.op_key).record)
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, note)
@@ -370,7 +370,7 @@ class Guard:
                                     f"({fmt_ms(self.spec.timeout_ms)}); its transaction rolled back")
             self._fault(AFTER_EFFECT)
             text = _result_text(result)
-            p = OpMove(self.spec.job_type, op_key, found.token, State.CLAIMED, State.COMPLETED, result=text)
+            p = owner_op("complete", self.spec.job_type, op_key, found.token, result=text)
             if not self.store.move(p, conn=conn):
                 snap = self.store.get(self.spec.job_type, op_key, conn=conn)
                 if snap is None:

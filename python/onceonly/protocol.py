@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .record import State
 from .spec import Kind, StalePolicy
+from .stores.params import OpMove
 
 REDO, HOLD, FAIL = "redo", "hold", "fail"
 
@@ -39,3 +40,23 @@ def cancel_unsent(attempts: int, looked_up: bool) -> State:
     lookup under this claim found nothing), else held for a person, as an
     earlier claim may have acted and nobody can tell."""
     return State.CANCELLED if attempts <= 1 or looked_up else State.HELD
+
+
+# The owner's moves of its claim (the `move` statement): name -> (from, to,
+# refused while a cancel is requested). tests/test_protocol.py checks them
+# against the transitions of protocol/transitions.json.
+OWNER_MOVES = {
+    "complete": (State.CLAIMED, State.COMPLETED, True),
+    "release": (State.CLAIMED, State.QUEUED, True),
+    "fail": (State.CLAIMED, State.FAILED, False),
+    "hold": (State.CLAIMED, State.HELD, False),
+    "cancel_claimed": (State.CLAIMED, State.CANCELLED, False),
+    "complete_withdraw_failed": (State.CLAIMED, State.COMPLETED, False),
+}
+
+
+def owner_op(name: str, job_type: str, op_key: str, token: int, **fields) -> OpMove:
+    """The parameters of the owner's move ``name`` of the claim with ``token``."""
+    from_state, to, unless_cancel_requested = OWNER_MOVES[name]
+    return OpMove(job_type, op_key, token, from_state, to,
+                  unless_cancel_requested=unless_cancel_requested, **fields)

@@ -36,3 +36,22 @@ def test_policy_follows_the_protocol(row):
 @pytest.mark.parametrize("row", TABLE["cancel_unsent"], ids=lambda r: f"{r['attempts']}/{r['looked_up']}")
 def test_cancel_unsent_follows_the_protocol(row):
     assert cancel_unsent(row["attempts"], row["looked_up"]).value == TO[row["move"]], row
+
+
+OWNER_MOVE_ROWS = [t for t in TABLE["transitions"] if t["by"] == "owner" and t["statement"] == "move"]
+
+
+def test_every_owner_move_of_the_protocol_is_the_client_s():
+    from onceonly.protocol import OWNER_MOVES
+
+    assert sorted(OWNER_MOVES) == sorted(t["name"] for t in OWNER_MOVE_ROWS)
+
+
+@pytest.mark.parametrize("rule", OWNER_MOVE_ROWS, ids=lambda t: t["name"])
+def test_owner_moves_have_the_protocol_s_states_and_fences(rule):
+    from onceonly.protocol import owner_op
+
+    assert rule["token"] == "matches"  # owner_op always carries the claim's token
+    p = owner_op(rule["name"], "job", "key", 7)
+    assert (p.from_state.value, p.to.value, p.token) == (rule["from"], rule["to"], 7)
+    assert p.unless_cancel_requested == (rule["cancel"] == "not_requested")
