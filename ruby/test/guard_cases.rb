@@ -389,6 +389,23 @@ module GuardCases
     assert_equal "completed", row(g, "k").state
   end
 
+  # protocol: `complete` is fenced by `cancel: not_requested` (Move::Complete
+  # in the Rust local guard too): a cancel seen before the commit wins.
+  def test_a_local_completion_is_refused_while_a_cancel_is_requested
+    g = guard(:local)
+    store.with_connection { |c| create_effects_table(c) }
+    store.with_connection do |conn|
+      assert_raises(Onceonly::LostClaim) do
+        g.run_local("k", 1, conn: conn) do |c, ctx|
+          assert_equal 1, store.send(:exec, c, :request_cancel, [ctx.job_type, ctx.op_key, ctx.token])
+          insert_effect(c, ctx.op_key)
+        end
+      end
+      assert_empty effects(conn)
+    end
+    assert_nil store.op_get(g.spec.job_type, "k"), "the claim and the effect rolled back"
+  end
+
   def test_run_refuses_a_local_spec_and_run_local_the_others
     assert_match(/run_local/, assert_raises(Onceonly::InvalidInput) { guard(:local).run("k") { 1 } }.message)
     assert_match(/for local effects/, assert_raises(Onceonly::InvalidInput) { guard(:keyed).run_local("k") { 1 } }.message)

@@ -33,6 +33,21 @@ class ProtocolTest < Minitest::Test
     end
   end
 
+  OWNER_MOVE_RULES = TABLE["transitions"].select { |t| t["by"] == "owner" && t["statement"] == "move" }
+
+  def test_every_owner_move_of_the_protocol_is_the_client_s
+    assert_equal OWNER_MOVE_RULES.map { |t| t["name"] }.sort, Onceonly::Protocol::OWNER_MOVES.keys.sort
+  end
+
+  OWNER_MOVE_RULES.each do |rule|
+    define_method("test_owner_move_#{rule['name']}_has_the_protocol_s_states_and_fences") do
+      assert_equal "matches", rule["token"] # owner_op always carries the claim's token
+      op = Onceonly::Protocol.owner_op(rule["name"], job_type: "job", op_key: "key", token: 7)
+      assert_equal [rule["from"], rule["to"], 7], [op[:from], op[:to], op[:token]]
+      assert_equal rule["cancel"] == "not_requested", op[:unless_cancel_requested]
+    end
+  end
+
   TABLE["cancel_unsent"].each do |row|
     define_method("test_cancel_unsent_#{row['attempts']}_#{row['looked_up']}") do
       assert_equal TO.fetch(row["move"]), Onceonly::Protocol.cancel_unsent(row["attempts"], row["looked_up"]), row.inspect

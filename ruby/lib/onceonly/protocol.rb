@@ -5,7 +5,26 @@ module Onceonly
   # crates/onceonly/src/protocol/policy.rs defines them;
   # test/protocol_test.rb checks them against protocol/transitions.json.
   module Protocol
+    # The owner's moves of its claim (the `move` statement): name => [from,
+    # to, refused while a cancel is requested]. test/protocol_test.rb checks
+    # them against the transitions of protocol/transitions.json.
+    OWNER_MOVES = {
+      "complete" => ["claimed", "completed", true],
+      "release" => ["claimed", "queued", true],
+      "fail" => ["claimed", "failed", false],
+      "hold" => ["claimed", "held", false],
+      "cancel_claimed" => ["claimed", "cancelled", false],
+      "complete_withdraw_failed" => ["claimed", "completed", false]
+    }.freeze
+
     module_function
+
+    # The op_move arguments of the owner's move `name` of the claim with `token`.
+    def owner_op(name, job_type:, op_key:, token:, **fields)
+      from, to, unless_cancel_requested = OWNER_MOVES.fetch(name)
+      { job_type: job_type, op_key: op_key, token: token, from: from, to: to,
+        unless_cancel_requested: unless_cancel_requested, **fields }
+    end
 
     # What a claim in doubt becomes after `attempts` claims: :redo, :hold or
     # :fail. Keyed, lookup and local effects redo safely; opaque ones follow

@@ -154,8 +154,7 @@ module Onceonly
       in [:done, external_ref, result]
         result_text, unstored = storable(result)
         Onceonly.logger.warn("onceonly: #{ctx.job_type}:#{ctx.op_key}: #{unstored}") if unstored
-        if move(ctx, "completed", unless_cancel_requested: true, external_ref: external_ref, result: result_text,
-                                  error: unstored)
+        if move(ctx, "complete", external_ref: external_ref, result: result_text, error: unstored)
           return Outcome::Done.new(result: unstored ? nil : result, external_ref: external_ref, repeat: false)
         end
 
@@ -222,8 +221,7 @@ module Onceonly
     # true: released. false: a cancel is pending and the claim is still ours.
     # Raises LostClaim when the claim is gone.
     def release(ctx, reason)
-      return true if move(ctx, "queued", unless_cancel_requested: true, error: reason,
-                                         retry_after_ms: self.class.retry_backoff_ms(ctx.attempt))
+      return true if move(ctx, "release", error: reason, retry_after_ms: self.class.retry_backoff_ms(ctx.attempt))
 
       r = get(ctx.op_key).record
       return false if r.state == "claimed" && r.token == ctx.token && r.cancel_requested
@@ -233,15 +231,16 @@ module Onceonly
 
     # Moves our claim to `to` and appends the event, or raises LostClaim.
     def fenced(ctx, to, reason)
-      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, to, error: reason)
+      name = { "held" => "hold", "cancelled" => "cancel_claimed", "failed" => "fail" }.fetch(to)
+      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, name, error: reason)
 
       event = { "held" => "hold", "cancelled" => "cancelled" }.fetch(to, "failed")
       audit(ctx.op_key, event, ctx.token, "claimed", to, reason)
     end
 
-    def move(ctx, to, conn: nil, **fields)
-      store.op_move(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token, from: "claimed", to: to,
-                    conn: conn, **fields)
+    # The owner's move `name` (Protocol::OWNER_MOVES) of this claim.
+    def move(ctx, name, **fields)
+      store.op_move(**Protocol.owner_op(name, job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token, **fields))
     end
 
     # The completion changed nothing: either an operator asked to cancel
@@ -264,8 +263,9 @@ module Onceonly
         outcome = Outcome::WithdrawFailed.new(external_ref: external_ref, error: withdraw_error)
       end
       Onceonly.logger.warn("onceonly: compensation of #{ctx.job_type}:#{ctx.op_key}: #{note}")
-      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, to, external_ref: external_ref, result: result_text,
-                                                                   error: note)
+      name = to == "cancelled" ? "cancel_claimed" : "complete_withdraw_failed"
+      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, name, external_ref: external_ref, result: result_text,
+                                                                     error: note)
 
       audit(ctx.op_key, event, ctx.token, "claimed", to, note)
       outcome
