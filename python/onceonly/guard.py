@@ -175,7 +175,7 @@ class Guard:
             finally:
                 if beat:
                     beat.stop()
-        except _LeaseNotRenewed:
+        except _EffectStopped:  # raised by the heartbeat; beat.lost is raised below
             report = (_UNKNOWN, beat.unrenewed)
         if beat and beat.lost is not None:
             raise beat.lost
@@ -412,16 +412,18 @@ class Guard:
         return LostClaim(token, record)
 
 
-class _LeaseNotRenewed(BaseException):
-    """Raised in the effect's thread by its heartbeat when the lease could not be
-    renewed: not an Exception, so an effect's ``except Exception`` cannot swallow it."""
+class _EffectStopped(BaseException):
+    """Raised in the effect's thread by its heartbeat when the claim was lost or
+    its lease could not be renewed: not an Exception, so an effect's
+    ``except Exception`` cannot swallow it."""
 
 
 class _Heartbeat:
     """Renews the lease every heartbeat interval while the effect runs, and
     carries the operator's cancel request to the effect's context. When the
-    lease can no longer be renewed before it runs out, it stops the effect (as
-    Rust drops it), so it never acts after another worker could take over."""
+    claim is gone, or its lease can no longer be renewed before it runs out, it
+    stops the effect (as Rust drops it), so it never acts after another worker
+    could take over."""
 
     def __init__(self, guard: Guard, ctx: EffectCtx):
         self.guard, self.ctx = guard, ctx
@@ -455,20 +457,21 @@ class _Heartbeat:
                 continue
             if beat is None:
                 self.lost = g._lost(ctx.token, g._get(ctx.op_key).record)
+                self._stop_effect("the claim was lost")
                 return
             renewed = time.monotonic()
             if beat[1]:
                 ctx._cancel.set()
 
     def _stop_effect(self, why: str) -> None:
-        """Raises _LeaseNotRenewed in the effect's thread, unless it already ended.
+        """Raises _EffectStopped in the effect's thread, unless it already ended.
         It lands at the thread's next Python instruction (a call blocked in C,
         such as a socket read, is stopped when it returns)."""
         with self._lock:
             if self._stopped:
                 return
             self.unrenewed = why
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_LeaseNotRenewed))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_EffectStopped))
 
     def stop(self) -> None:
         with self._lock:

@@ -476,3 +476,26 @@ def test_an_unrenewed_lease_stops_the_effect_within_the_lease(store, monkeypatch
     assert acted == [], "the stopped effect never acts"
     rec = store.get("mail", "k").record
     assert (rec.state, rec.token) == (State.QUEUED, 1)
+
+
+def test_the_heartbeat_stops_an_effect_whose_claim_was_taken(store):
+    # As the Rust guard drops it: the claim gone, the effect must not act.
+    import time
+
+    g = Guard(store, spec(effect="keyed", lease="300ms", timeout="3s", heartbeat="100ms"))
+    other = Guard(store, g.spec, owner="other")
+    reached_end = []
+
+    def effect(ctx):
+        expire(store, 60_000)
+        assert isinstance(other.run("k", P, lambda c: Sent("theirs", None)), Done)
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        reached_end.append(ctx.token)
+        return Sent("mine", None)
+
+    with pytest.raises(LostClaim):
+        g.run("k", P, effect)
+    assert reached_end == [], "the effect went on after its claim was taken"
+    assert store.get("mail", "k").record.external_ref == "theirs"
