@@ -3,6 +3,7 @@ the claim's token, following crates/onceonly/src/guard (same transitions,
 same audit events, same decisions)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
                       WithdrawFailed)
 from .owner import new_owner
+from .protocol import cancel_unsent, owner_move, owner_op, policy, take_over_to
 from .record import Claim, Record, Snapshot, State
 from .spec import JobSpec, Kind, StalePolicy, fmt_ms
 from .stores import OpMove, Store
@@ -30,6 +32,7 @@ AFTER_EFFECT = "after_effect"
 
 # What an effect reported, before it is recorded.
 _DONE, _NOT_SENT, _UNKNOWN, _FAILED = "done", "not_sent", "unknown", "failed"
+LOOKUP_UNAVAILABLE = "lookup unavailable"
 Report = Tuple[str, Any]
 
 Perform = Callable[[EffectCtx], Any]
@@ -137,15 +140,16 @@ class Guard:
 
     def _take_over(self, stale: Record) -> Optional[Claim]:
         """Takes over a stale claim as the policy says; a claim only when this worker must act."""
-        kind, policy, who = self.spec.effect, self.spec.on_stale, stale.owner or "?"
-        if kind is Kind.OPAQUE and policy is StalePolicy.HOLD:
-            to, reason = State.HELD, f"claim by {who} went past its lease; the effect may or may not have happened"
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_MOST_ONCE:
-            to, reason = State.FAILED, "claim went past its lease; given up under at-most-once (the effect may be missing)"
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_LEAST_ONCE and stale.attempts >= 2:
-            to, reason = State.HELD, "a redo under at-least-once also went past its lease; held to keep to one extra"
+        who = stale.owner or "?"
+        to = take_over_to(policy(self.spec.effect, self.spec.on_stale, stale.attempts))
+        if to is State.CLAIMED:
+            reason = f"took over a claim of {who} past its lease"
+        elif to is State.FAILED:
+            reason = "claim went past its lease; given up under at-most-once (the effect may be missing)"
+        elif self.spec.on_stale is StalePolicy.AT_LEAST_ONCE:
+            reason = "a redo under at-least-once also went past its lease; held to keep to one extra"
         else:
-            to, reason = State.CLAIMED, f"took over a claim of {who} past its lease"
+            reason = f"claim by {who} went past its lease; the effect may or may not have happened"
         taken = self.store.take_over(stale.job_type, stale.op_key, stale.token, to, self.owner, self.spec.lease_ms, reason)
         log.info("stale claim job=%s key=%s stale_token=%s to=%s won=%s", stale.job_type, stale.op_key, stale.token, to, taken is not None)
         if taken is not None:
@@ -166,10 +170,13 @@ class Guard:
         self._fault(AFTER_CLAIM)
         beat = _Heartbeat(self, ctx) if self.spec.heartbeat_ms else None
         try:
-            report = self._attempts(ctx, claim, after_stale, perform, lookup)
-        finally:
-            if beat:
-                beat.stop()
+            try:
+                report = self._attempts(ctx, claim, after_stale, perform, lookup)
+            finally:
+                if beat:
+                    beat.stop()
+        except _EffectStopped:  # raised by the heartbeat; beat.lost is raised below
+            report = (_UNKNOWN, beat.unrenewed)
         if beat and beat.lost is not None:
             raise beat.lost
         return report
@@ -184,9 +191,9 @@ class Guard:
                 try:
                     found = lookup(ctx) if lookup else None
                     if lookup is None:
-                        return (_NOT_SENT, "lookup unavailable: this effect has no lookup")
+                        return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: this effect has no lookup")
                 except Exception as e:  # the destination could not say
-                    return (_NOT_SENT, f"lookup unavailable: {e}")
+                    return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {e}")
                 if found is not None:
                     return (_DONE, found if isinstance(found, Sent) else Sent(None, found))
             if ctx.cancel_requested():
@@ -232,8 +239,7 @@ class Guard:
             text, unstored = _storable(sent.result)
             if unstored:
                 log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
-            p = self._move(ctx, State.COMPLETED, unless_cancel_requested=True,
-                           external_ref=sent.external_ref, result=text, error=unstored)
+            p = self._move(ctx, "complete", external_ref=sent.external_ref, result=text, error=unstored)
             if self.store.move(p):
                 return Done(None if text is None else json.loads(text), sent.external_ref, repeat=False)
             return self._completion_refused(ctx, sent, text, withdraw)
@@ -242,40 +248,47 @@ class Guard:
             if released:
                 return RetryLater(detail, retry_backoff_ms(ctx.attempt))
             note = f"cancel requested; the effect was not sent ({detail})"
-            self._fenced(ctx, State.CANCELLED, note)
-            return Cancelled(None)
+            return self._cancel_unsent(ctx, note, self._looked_up(ctx, detail))
+        if what == _FAILED and ctx.cancel_requested():
+            return self._cancel_unsent(ctx, detail, self._looked_up(ctx, detail))
         if what == _FAILED:
-            to = State.CANCELLED if ctx.cancel_requested() else State.FAILED
-            self._fenced(ctx, to, detail)
-            return Cancelled(None) if to is State.CANCELLED else Failed(detail)
+            self._fenced(ctx, State.FAILED, detail)
+            return Failed(detail)
         return self._unknown(ctx, detail)
 
+    def _looked_up(self, ctx: EffectCtx, reason: str) -> bool:
+        """Whether a lookup under this claim found nothing before ``reason``
+        (a lookup effect looks first on every claim after the first)."""
+        return (self.spec.effect is Kind.LOOKUP and ctx.attempt > 1
+                and not reason.startswith(LOOKUP_UNAVAILABLE))
+
+    def _cancel_unsent(self, ctx: EffectCtx, note: str, looked_up: bool) -> Outcome:
+        """A cancel was requested and this claim did not act: cancelled, or held
+        (the request kept) when an earlier claim may have acted."""
+        if cancel_unsent(ctx.attempt, looked_up) is State.CANCELLED:
+            self._fenced(ctx, State.CANCELLED, note)
+            return Cancelled(None)
+        note = f"{note}; an earlier claim of this operation may have acted: check the destination"
+        self._fenced(ctx, State.HELD, note)
+        return Held(note)
+
     def _unknown(self, ctx: EffectCtx, reason: str) -> Outcome:
-        kind, policy = self.spec.effect, self.spec.on_stale
-        if kind is Kind.OPAQUE and policy is StalePolicy.HOLD:
-            to, outcome = State.HELD, Held(reason)
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_MOST_ONCE:
-            to, outcome = State.FAILED, Failed(reason)
-        elif kind is Kind.OPAQUE and policy is StalePolicy.AT_LEAST_ONCE and ctx.attempt >= 2:
-            to, outcome = State.HELD, Held(reason)
-        else:  # keyed and lookup redo safely; at-least-once may redo once
-            to, outcome = State.QUEUED, RetryLater(reason, retry_backoff_ms(ctx.attempt))
+        to = owner_move(policy(self.spec.effect, self.spec.on_stale, ctx.attempt))
         if to is not State.QUEUED:
             self._fenced(ctx, to, reason)
-            return outcome
+            return Failed(reason) if to is State.FAILED else Held(reason)
         if self._release(ctx, reason):
-            return outcome
+            return RetryLater(reason, retry_backoff_ms(ctx.attempt))
         note = f"cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
         self._fenced(ctx, State.HELD, note)
         return Held(note)
 
-    def _move(self, ctx: EffectCtx, to: State, **fields) -> OpMove:
-        return OpMove(ctx.job_type, ctx.op_key, ctx.token, State.CLAIMED, to, **fields)
+    def _move(self, ctx: EffectCtx, name: str, **fields) -> OpMove:
+        return owner_op(name, ctx.job_type, ctx.op_key, ctx.token, **fields)
 
     def _release(self, ctx: EffectCtx, reason: str) -> bool:
         """Releases the claim to queued unless a cancel is pending (False: still ours, cancel pending)."""
-        p = self._move(ctx, State.QUEUED, unless_cancel_requested=True, error=reason,
-                       retry_after_ms=retry_backoff_ms(ctx.attempt))
+        p = self._move(ctx, "release", error=reason, retry_after_ms=retry_backoff_ms(ctx.attempt))
         if self.store.move(p):
             return True
         r = self._get(ctx.op_key).record
@@ -284,7 +297,8 @@ class Guard:
         raise self._lost(ctx.token, r)
 
     def _fenced(self, ctx: EffectCtx, to: State, reason: str) -> None:
-        if not self.store.move(self._move(ctx, to, error=reason)):
+        name = {State.HELD: "hold", State.CANCELLED: "cancel_claimed", State.FAILED: "fail"}[to]
+        if not self.store.move(self._move(ctx, name, error=reason)):
             raise self._lost(ctx.token, self._get(ctx.op_key).record)
         event = {State.HELD: "hold", State.CANCELLED: "cancelled"}.get(to, "failed")
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, reason)
@@ -315,7 +329,8 @@ class Guard:
                     "the item is live at the destination")
             outcome = WithdrawFailed(sent.external_ref, error)
         log.warning("compensation job=%s key=%s: %s", ctx.job_type, ctx.op_key, note)
-        p = self._move(ctx, to, external_ref=sent.external_ref, result=text, error=note)
+        name = "cancel_claimed" if to is State.CANCELLED else "complete_withdraw_failed"
+        p = self._move(ctx, name, external_ref=sent.external_ref, result=text, error=note)
         if not self.store.move(p):
             raise self._lost(ctx.token, self._get(ctx.op_key).record)
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, note)
@@ -355,7 +370,7 @@ class Guard:
                                     f"({fmt_ms(self.spec.timeout_ms)}); its transaction rolled back")
             self._fault(AFTER_EFFECT)
             text = _result_text(result)
-            p = OpMove(self.spec.job_type, op_key, found.token, State.CLAIMED, State.COMPLETED, result=text)
+            p = owner_op("complete", self.spec.job_type, op_key, found.token, result=text)
             if not self.store.move(p, conn=conn):
                 snap = self.store.get(self.spec.job_type, op_key, conn=conn)
                 if snap is None:
@@ -397,19 +412,35 @@ class Guard:
         return LostClaim(token, record)
 
 
+class _EffectStopped(BaseException):
+    """Raised in the effect's thread by its heartbeat when the claim was lost or
+    its lease could not be renewed: not an Exception, so an effect's
+    ``except Exception`` cannot swallow it."""
+
+
 class _Heartbeat:
     """Renews the lease every heartbeat interval while the effect runs, and
-    carries the operator's cancel request to the effect's context."""
+    carries the operator's cancel request to the effect's context. When the
+    claim is gone, or its lease can no longer be renewed before it runs out, it
+    stops the effect (as Rust drops it), so it never acts after another worker
+    could take over."""
 
     def __init__(self, guard: Guard, ctx: EffectCtx):
         self.guard, self.ctx = guard, ctx
         self.lost: Optional[LostClaim] = None
+        self.unrenewed: Optional[str] = None
+        self._worker = threading.get_ident()
+        self._lock = threading.Lock()
+        self._stopped = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="onceonly-heartbeat", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         g, ctx, interval = self.guard, self.ctx, self.guard.spec.heartbeat_ms / 1000
+        # The claim was taken about now; the effect must not go on past a lease
+        # that could not be renewed.
+        renewed = time.monotonic()
         while not self._stop.wait(interval):
             if ctx.remaining() == 0:
                 # Timed out: Rust stops the effect and its heartbeat here. A thread
@@ -418,14 +449,32 @@ class _Heartbeat:
             try:
                 beat = g.store.heartbeat(ctx.job_type, ctx.op_key, ctx.token, g.spec.lease_ms)
             except Exception as e:
+                if time.monotonic() - renewed + interval >= g.spec.lease_ms / 1000:
+                    log.warning("lease not renewed; stopping the effect job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
+                    self._stop_effect(f"the lease could not be renewed ({e}); the effect was stopped before it ran out")
+                    return
                 log.warning("heartbeat failed; will retry job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
                 continue
             if beat is None:
                 self.lost = g._lost(ctx.token, g._get(ctx.op_key).record)
+                self._stop_effect("the claim was lost")
                 return
+            renewed = time.monotonic()
             if beat[1]:
                 ctx._cancel.set()
 
+    def _stop_effect(self, why: str) -> None:
+        """Raises _EffectStopped in the effect's thread, unless it already ended.
+        It lands at the thread's next Python instruction (a call blocked in C,
+        such as a socket read, is stopped when it returns)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self.unrenewed = why
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_EffectStopped))
+
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
         self._stop.set()
         self._thread.join()

@@ -401,3 +401,101 @@ def test_the_heartbeat_stops_renewing_at_the_job_timeout(store):
 
     g.run("k", P, effect)
     assert seen["lease_over"], "the heartbeat renewed the lease past the job timeout"
+
+
+def test_a_cancel_after_an_earlier_claim_holds_instead_of_cancelling(store):
+    # protocol::cancel_unsent: the dead first claim may have sent; a keyed
+    # destination cannot be searched, so a person must look, the request kept.
+    stale_claim(store, "mail", "k")
+    expire(store)
+
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    out = Guard(store, spec(effect="keyed")).run("k", P, effect)
+    assert isinstance(out, Held) and "an earlier claim of this operation may have acted" in out.reason
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token, rec.cancel_requested) == (State.HELD, 2, True)
+    assert [(e.event, e.from_state, e.to_state) for e in store.history("mail", "k")][-1] == (
+        "hold", "claimed", "held")
+
+
+def test_a_cancel_after_a_lookup_found_nothing_cancels(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    out = Guard(store, spec(effect="lookup")).run("k", P, effect, lookup=lambda ctx: None)
+    assert out == Cancelled(None)
+    assert store.get("mail", "k").record.state is State.CANCELLED
+
+
+def test_a_cancel_on_the_first_claim_cancels(store):
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    assert Guard(store, spec(effect="keyed")).run("k", P, effect) == Cancelled(None)
+    assert store.get("mail", "k").record.state is State.CANCELLED
+
+
+def test_an_unrenewed_lease_stops_the_effect_within_the_lease(store, monkeypatch):
+    # The database is unreachable from this worker's heartbeat alone: the
+    # effect is stopped before the lease runs out (another worker may take
+    # it over then), its outcome unknown; keyed: released to be redone.
+    import time
+
+    from onceonly.errors import Unreachable
+
+    def unreachable(*args, **kwargs):
+        raise Unreachable("postgresql://db", "no route from this worker")
+
+    monkeypatch.setattr(store, "heartbeat", unreachable)
+    g = Guard(store, spec(effect="keyed", lease="600ms", timeout="20s", heartbeat="100ms"))
+    acted, stopped = [], []
+
+    def never(ctx):
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            acted.append(ctx.token)
+            return Sent("late", None)
+        finally:
+            stopped.append(time.monotonic())
+
+    started = time.monotonic()
+    out = g.run("k", P, never)
+    elapsed = stopped[0] - started  # the claim was taken just after started
+    assert elapsed < 0.6, f"stopped within the lease it could not renew ({elapsed:.2f}s)"
+    assert isinstance(out, RetryLater) and "lease" in out.reason, out
+    assert acted == [], "the stopped effect never acts"
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token) == (State.QUEUED, 1)
+
+
+def test_the_heartbeat_stops_an_effect_whose_claim_was_taken(store):
+    # As the Rust guard drops it: the claim gone, the effect must not act.
+    import time
+
+    g = Guard(store, spec(effect="keyed", lease="300ms", timeout="3s", heartbeat="100ms"))
+    other = Guard(store, g.spec, owner="other")
+    reached_end = []
+
+    def effect(ctx):
+        expire(store, 60_000)
+        assert isinstance(other.run("k", P, lambda c: Sent("theirs", None)), Done)
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        reached_end.append(ctx.token)
+        return Sent("mine", None)
+
+    with pytest.raises(LostClaim):
+        g.run("k", P, effect)
+    assert reached_end == [], "the effect went on after its claim was taken"
+    assert store.get("mail", "k").record.external_ref == "theirs"

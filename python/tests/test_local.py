@@ -133,3 +133,24 @@ def test_inside_the_users_transaction_the_users_rollback_undoes_the_claim(sqlite
     conn.rollback()
     assert sqlite_store.get("ship", "o-5") is None
     assert conn.execute("SELECT count(*) FROM shipments").fetchone()[0] == 0
+
+
+def test_a_local_completion_is_refused_while_a_cancel_is_requested(store):
+    # protocol: `complete` is fenced by `cancel: not_requested` (Move::Complete
+    # in the Rust local guard too): a cancel seen before the commit wins.
+    from onceonly import LostClaim
+    from onceonly.stores import params
+
+    conn, insert = (sqlite_conn if store.dialect == "sqlite" else pg_conn)(store)
+    g = Guard(store, spec("ship", effect="local"))
+
+    def effect(c, ctx):
+        args = params.request_cancel(store.clock_offset_ms, ctx.job_type, ctx.op_key, ctx.token)
+        assert store._exec(store.driver_connection(c), "request_cancel", args)[0] == 1
+        c.execute(insert, (ctx.op_key,))
+        return {"shipped": ctx.op_key}
+
+    with pytest.raises(LostClaim):
+        g.run_local(conn, "o-9", P, effect)
+    assert store.get("ship", "o-9") is None, "the claim and the effect rolled back"
+    conn.close()

@@ -301,6 +301,71 @@ module GuardCases
     refute reached_end
   end
 
+  # An effect that asks for a cancel (as an operator would) and then finds it
+  # could not send.
+  def cancel_then_not_sent
+    lambda do |ctx|
+      assert store.op_request_cancel(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token)
+      raise Onceonly::Effect::NotSent, "connection refused"
+    end
+  end
+
+  # protocol::cancel_unsent: the dead first claim may have sent, and a keyed
+  # destination cannot be searched: held for a person, the request kept.
+  def test_a_cancel_after_an_earlier_claim_holds_instead_of_cancelling
+    g = guard(:keyed)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    out = g.run("k", { "p" => 1 }, &cancel_then_not_sent)
+    assert_kind_of Onceonly::Outcome::Held, out
+    assert_match(/an earlier claim of this operation may have acted/, out.reason)
+    r = row(g, "k")
+    assert_equal ["held", 2, true], [r.state, r.token, r.cancel_requested]
+    event = store.op_history(g.spec.job_type, "k").last
+    assert_equal %w[hold claimed held], [event.event, event.from_state, event.to_state]
+  end
+
+  def test_a_cancel_after_a_lookup_found_nothing_cancels
+    g = guard(:lookup)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    effect = Struct.new(:perform_fn) do
+      def perform(ctx) = perform_fn.call(ctx)
+      def lookup(_ctx) = nil
+    end.new(cancel_then_not_sent)
+    assert_equal Onceonly::Outcome::Cancelled.new(withdrawn_ref: nil), g.run("k", { "p" => 1 }, effect)
+    assert_equal "cancelled", row(g, "k").state
+  end
+
+  def test_a_cancel_on_the_first_claim_cancels
+    g = guard(:keyed)
+    assert_equal Onceonly::Outcome::Cancelled.new(withdrawn_ref: nil), g.run("k", 1, &cancel_then_not_sent)
+    assert_equal "cancelled", row(g, "k").state
+  end
+
+  # The database unreachable from this worker's heartbeat alone: the effect
+  # is stopped before the lease runs out (another worker may take it over
+  # then), its outcome unknown; keyed: released to be redone.
+  def test_an_unrenewed_lease_stops_the_effect_within_the_lease
+    g = guard(:keyed, lease: 0.6, timeout: 20, heartbeat: 0.1)
+    store.define_singleton_method(:op_heartbeat) { |**| raise Onceonly::DatabaseError, "no route from this worker" }
+    acted = false
+    stopped = nil
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    out = g.run("k", 1) do
+      sleep 5
+      acted = true
+    ensure
+      stopped = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+    elapsed = stopped - started # the claim was taken just after started
+    assert_operator elapsed, :<, 0.6, "stopped within the lease it could not renew"
+    assert_kind_of Onceonly::Outcome::RetryLater, out
+    assert_match(/lease/, out.reason)
+    refute acted, "the stopped effect never acts"
+    assert_equal ["queued", 1], [row(g, "k").state, row(g, "k").token]
+  end
+
   def test_local_effects_commit_with_the_claim_or_not_at_all
     g = guard(:local)
     store.with_connection { |c| create_effects_table(c) }
@@ -322,6 +387,23 @@ module GuardCases
     assert_nil store.op_get(g.spec.job_type, "k2")
     assert_nil store.op_get(g.spec.job_type, "k3")
     assert_equal "completed", row(g, "k").state
+  end
+
+  # protocol: `complete` is fenced by `cancel: not_requested` (Move::Complete
+  # in the Rust local guard too): a cancel seen before the commit wins.
+  def test_a_local_completion_is_refused_while_a_cancel_is_requested
+    g = guard(:local)
+    store.with_connection { |c| create_effects_table(c) }
+    store.with_connection do |conn|
+      assert_raises(Onceonly::LostClaim) do
+        g.run_local("k", 1, conn: conn) do |c, ctx|
+          assert_equal 1, store.send(:exec, c, :request_cancel, [ctx.job_type, ctx.op_key, ctx.token])
+          insert_effect(c, ctx.op_key)
+        end
+      end
+      assert_empty effects(conn)
+    end
+    assert_nil store.op_get(g.spec.job_type, "k"), "the claim and the effect rolled back"
   end
 
   def test_run_refuses_a_local_spec_and_run_local_the_others

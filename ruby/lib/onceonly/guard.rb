@@ -22,6 +22,9 @@ module Onceonly
     # Internal: a heartbeat found the claim gone and stops the effect. Not a
     # StandardError, so an effect's `rescue => e` cannot swallow it.
     class ClaimGone < Exception; end # rubocop:disable Lint/InheritException
+    # Internal: a heartbeat could not renew the lease before it runs out and
+    # stops the effect (its outcome unknown), as the Rust guard drops it.
+    class LeaseNotRenewed < Exception; end # rubocop:disable Lint/InheritException
 
     # A block as an effect with neither lookup nor withdraw.
     BlockEffect = Struct.new(:block) do
@@ -120,16 +123,13 @@ module Onceonly
     # row first, or the policy settled it (held or failed).
     def take_over(stale)
       by = stale.owner || "?"
-      to, reason =
-        case [spec.effect, spec.on_stale]
-        in [:opaque, :hold]
-          ["held", "claim by #{by} went past its lease; the effect may or may not have happened"]
-        in [:opaque, :at_most_once]
-          ["failed", "claim went past its lease; given up under at-most-once (the effect may be missing)"]
-        in [:opaque, :at_least_once] if stale.attempts >= 2
-          ["held", "a redo under at-least-once also went past its lease; held to keep to one extra"]
-        else
-          ["claimed", "took over a claim of #{by} past its lease"]
+      to = Protocol.take_over_to(Protocol.policy(spec.effect, spec.on_stale, stale.attempts))
+      reason =
+        if to == "claimed" then "took over a claim of #{by} past its lease"
+        elsif to == "failed" then "claim went past its lease; given up under at-most-once (the effect may be missing)"
+        elsif spec.on_stale == :at_least_once
+          "a redo under at-least-once also went past its lease; held to keep to one extra"
+        else "claim by #{by} went past its lease; the effect may or may not have happened"
         end
       taken = store.op_take_over(job_type: stale.job_type, op_key: stale.op_key, stale_token: stale.token,
                                  to: to, owner: owner, lease_ms: spec.lease_ms, reason: reason)

@@ -4,6 +4,9 @@ module Onceonly
   # Acting under a claim: the effect within the timeout and heartbeat, then
   # the fenced write of its outcome (or the withdraw, when a cancel came in).
   class Guard
+    # How a not-sent outcome from an unanswered lookup begins.
+    LOOKUP_UNAVAILABLE = "lookup unavailable"
+
     private
 
     def act(ctx, claim, after_stale, effect)
@@ -25,7 +28,8 @@ module Onceonly
     end
 
     # Runs the block while renewing the lease every heartbeat interval; stops
-    # the block (raises in it) when the claim turns out lost.
+    # the block (raises in it) when the claim turns out lost, or when the
+    # lease can no longer be renewed before it runs out (its outcome unknown).
     def with_heartbeat(ctx)
       return yield unless spec.heartbeat_ms
 
@@ -34,19 +38,32 @@ module Onceonly
       wake = ConditionVariable.new
       done = false
       lost_error = nil
+      unrenewed = nil
+      interval = spec.heartbeat_ms / 1000.0
       beat = Thread.new do
+        # The claim was taken about now; the block must not go on past a
+        # lease that could not be renewed.
+        renewed = monotonic
         loop do
-          lock.synchronize { wake.wait(lock, spec.heartbeat_ms / 1000.0) unless done }
+          lock.synchronize { wake.wait(lock, interval) unless done }
           break if lock.synchronize { done }
 
           begin
             hb = store.op_heartbeat(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token,
                                     lease_ms: spec.lease_ms)
           rescue Error => e
+            if monotonic - renewed + interval >= spec.lease_ms / 1000.0
+              Onceonly.logger.warn("onceonly: lease of #{ctx.job_type}:#{ctx.op_key} not renewed (#{e.message}); " \
+                                   "stopping the effect")
+              unrenewed = "the lease could not be renewed (#{e.message}); the effect was stopped before it ran out"
+              lock.synchronize { worker.raise(LeaseNotRenewed) unless done }
+              break
+            end
             Onceonly.logger.warn("onceonly: heartbeat of #{ctx.job_type}:#{ctx.op_key} failed (#{e.message}); will retry")
             next
           end
           if hb
+            renewed = monotonic
             ctx.cancel_requested = hb[:cancel_requested]
             next
           end
@@ -66,6 +83,12 @@ module Onceonly
       end
     rescue ClaimGone
       raise lost_error
+    rescue LeaseNotRenewed
+      [:unknown, unrenewed]
+    end
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
 
     # The effect, retried under the claim where the kind allows it.
@@ -99,7 +122,7 @@ module Onceonly
     # [:not_sent, ...] when the lookup could not answer.
     def lookup(ctx, effect)
       unless effect.respond_to?(:lookup)
-        return [:not_sent, "lookup unavailable: a lookup effect needs #lookup(ctx)"]
+        return [:not_sent, "#{LOOKUP_UNAVAILABLE}: a lookup effect needs #lookup(ctx)"]
       end
 
       found = effect.lookup(ctx)
@@ -107,7 +130,7 @@ module Onceonly
 
       found.is_a?(Onceonly::Done) ? [:done, found.external_ref, found.result] : [:done, nil, found]
     rescue StandardError => e
-      [:not_sent, "lookup unavailable: #{e.class}: #{e.message}"]
+      [:not_sent, "#{LOOKUP_UNAVAILABLE}: #{e.class}: #{e.message}"]
     end
 
     def call_effect(ctx, effect)
@@ -131,8 +154,7 @@ module Onceonly
       in [:done, external_ref, result]
         result_text, unstored = storable(result)
         Onceonly.logger.warn("onceonly: #{ctx.job_type}:#{ctx.op_key}: #{unstored}") if unstored
-        if move(ctx, "completed", unless_cancel_requested: true, external_ref: external_ref, result: result_text,
-                                  error: unstored)
+        if move(ctx, "complete", external_ref: external_ref, result: result_text, error: unstored)
           return Outcome::Done.new(result: unstored ? nil : result, external_ref: external_ref, repeat: false)
         end
 
@@ -141,15 +163,34 @@ module Onceonly
         return Outcome::RetryLater.new(reason: reason) if release(ctx, reason)
 
         # An operator asked to cancel, and nothing was sent: stop here.
-        fenced(ctx, "cancelled", "cancel requested; the effect was not sent (#{reason})")
-        Outcome::Cancelled.new(withdrawn_ref: nil)
+        cancel_unsent(ctx, "cancel requested; the effect was not sent (#{reason})", looked_up?(ctx, reason))
+      in [:failed, error] if ctx.cancel_requested?
+        cancel_unsent(ctx, error, looked_up?(ctx, error))
       in [:failed, error]
-        to = ctx.cancel_requested? ? "cancelled" : "failed"
-        fenced(ctx, to, error)
-        to == "cancelled" ? Outcome::Cancelled.new(withdrawn_ref: nil) : Outcome::Failed.new(error: error)
+        fenced(ctx, "failed", error)
+        Outcome::Failed.new(error: error)
       in [:unknown, reason]
         unknown(ctx, reason)
       end
+    end
+
+    # Whether a lookup under this claim found nothing before `reason` (a
+    # lookup effect looks first on every claim after the first).
+    def looked_up?(ctx, reason)
+      spec.effect == :lookup && ctx.attempt > 1 && !reason.start_with?(LOOKUP_UNAVAILABLE)
+    end
+
+    # A cancel was requested and this claim did not act: cancelled, or held
+    # (the request kept) when an earlier claim may have acted.
+    def cancel_unsent(ctx, note, looked_up)
+      if Protocol.cancel_unsent(ctx.attempt, looked_up) == "cancelled"
+        fenced(ctx, "cancelled", note)
+        return Outcome::Cancelled.new(withdrawn_ref: nil)
+      end
+
+      note = "#{note}; an earlier claim of this operation may have acted: check the destination"
+      fenced(ctx, "held", note)
+      Outcome::Held.new(reason: note)
     end
 
     # [JSON, nil], or [nil, why] for a result that is not JSON: the effect
@@ -162,19 +203,12 @@ module Onceonly
 
     # An unknown outcome that retries under the claim did not clear.
     def unknown(ctx, reason)
-      to, outcome =
-        case [spec.effect, spec.on_stale]
-        in [:opaque, :hold] then ["held", Outcome::Held.new(reason: reason)]
-        in [:opaque, :at_most_once] then ["failed", Outcome::Failed.new(error: reason)]
-        in [:opaque, :at_least_once] if ctx.attempt >= 2 then ["held", Outcome::Held.new(reason: reason)]
-        # Keyed and lookup redo safely; at-least-once may redo once.
-        else ["queued", Outcome::RetryLater.new(reason: reason)]
-        end
+      to = Protocol.owner_move(Protocol.policy(spec.effect, spec.on_stale, ctx.attempt))
       if to != "queued"
         fenced(ctx, to, reason)
-        return outcome
+        return to == "failed" ? Outcome::Failed.new(error: reason) : Outcome::Held.new(reason: reason)
       end
-      return outcome if release(ctx, reason)
+      return Outcome::RetryLater.new(reason: reason) if release(ctx, reason)
 
       # An operator asked to cancel, but the effect may exist and there is no
       # reference to withdraw: a person must look, the request kept.
@@ -187,8 +221,7 @@ module Onceonly
     # true: released. false: a cancel is pending and the claim is still ours.
     # Raises LostClaim when the claim is gone.
     def release(ctx, reason)
-      return true if move(ctx, "queued", unless_cancel_requested: true, error: reason,
-                                         retry_after_ms: self.class.retry_backoff_ms(ctx.attempt))
+      return true if move(ctx, "release", error: reason, retry_after_ms: self.class.retry_backoff_ms(ctx.attempt))
 
       r = get(ctx.op_key).record
       return false if r.state == "claimed" && r.token == ctx.token && r.cancel_requested
@@ -198,15 +231,16 @@ module Onceonly
 
     # Moves our claim to `to` and appends the event, or raises LostClaim.
     def fenced(ctx, to, reason)
-      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, to, error: reason)
+      name = { "held" => "hold", "cancelled" => "cancel_claimed", "failed" => "fail" }.fetch(to)
+      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, name, error: reason)
 
       event = { "held" => "hold", "cancelled" => "cancelled" }.fetch(to, "failed")
       audit(ctx.op_key, event, ctx.token, "claimed", to, reason)
     end
 
-    def move(ctx, to, conn: nil, **fields)
-      store.op_move(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token, from: "claimed", to: to,
-                    conn: conn, **fields)
+    # The owner's move `name` (Protocol::OWNER_MOVES) of this claim.
+    def move(ctx, name, **fields)
+      store.op_move(**Protocol.owner_op(name, job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token, **fields))
     end
 
     # The completion changed nothing: either an operator asked to cancel
@@ -229,8 +263,9 @@ module Onceonly
         outcome = Outcome::WithdrawFailed.new(external_ref: external_ref, error: withdraw_error)
       end
       Onceonly.logger.warn("onceonly: compensation of #{ctx.job_type}:#{ctx.op_key}: #{note}")
-      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, to, external_ref: external_ref, result: result_text,
-                                                                   error: note)
+      name = to == "cancelled" ? "cancel_claimed" : "complete_withdraw_failed"
+      raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, name, external_ref: external_ref, result: result_text,
+                                                                     error: note)
 
       audit(ctx.op_key, event, ctx.token, "claimed", to, note)
       outcome

@@ -35,8 +35,9 @@ module Onceonly
     # LostClaim (roll back) when the claim is no longer ours.
     def complete_in(conn, local_claim, result)
       fault(:after_effect, local_claim.ctx)
-      moved = store.op_move(job_type: spec.job_type, op_key: local_claim.op_key, token: local_claim.claim.token,
-                            from: "claimed", to: "completed", result: JSON.generate(result), conn: conn)
+      moved = store.op_move(**Protocol.owner_op("complete", job_type: spec.job_type, op_key: local_claim.op_key,
+                                                            token: local_claim.claim.token,
+                                                            result: JSON.generate(result), conn: conn))
       unless moved
         snap = store.op_get(spec.job_type, local_claim.op_key, conn: conn)
         raise NotFound, "#{spec.job_type}:#{local_claim.op_key} is gone" unless snap
