@@ -1,0 +1,6 @@
+//! The broker adapters, each behind its cargo feature.
+
+#[cfg(feature = "nats")]
+pub mod nats;
+#[cfg(feature = "sqs")]
+pub mod sqs;
