@@ -75,3 +75,9 @@ pub trait Broker: Send + Sync + 'static {
     /// starts again (SQS ChangeMessageVisibility, JetStream AckProgress).
     fn progress(&self, message: &Self::Message) -> impl Future<Output = Result<()>> + Send;
 }
+
+/// A queue that can also be sent to (tests, benchmarks, replay).
+pub trait Publish: Broker {
+    /// Sends `body` to the queue this broker consumes, confirmed by the broker.
+    fn publish(&self, body: Vec<u8>) -> impl Future<Output = Result<()>> + Send;
+}

@@ -40,11 +40,12 @@ mod broker;
 pub mod brokers;
 mod consumer;
 mod error;
+pub mod replay;
 pub mod settle;
 mod shape;
 pub mod timing;
 
-pub use broker::{Broker, Message, Redelivery};
+pub use broker::{Broker, Message, Publish, Redelivery};
 pub use consumer::{ConsumeStats, Consumer, ConsumerConfig, Delivered, Guarded, Handler};
 pub use error::{BoxError, Error, Result};
 pub use settle::Action;

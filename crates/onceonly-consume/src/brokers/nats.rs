@@ -14,7 +14,7 @@ use async_nats::jetstream::message::AckKind;
 use async_nats::jetstream::{self, stream};
 use futures::StreamExt;
 
-use crate::broker::{Broker, Message, Redelivery};
+use crate::broker::{Broker, Message, Publish, Redelivery};
 use crate::error::{Error, Result};
 
 /// A JetStream durable pull consumer.
@@ -22,6 +22,7 @@ pub struct NatsBroker {
     context: jetstream::Context,
     consumer: JsConsumer<pull::Config>,
     source: String,
+    subject: Option<String>,
 }
 
 /// A message received from JetStream.
@@ -131,7 +132,14 @@ impl NatsBroker {
             context,
             consumer,
             source,
+            subject: None,
         })
+    }
+
+    /// Publishes (through [`Publish`]) on `subject`, one the stream holds.
+    pub fn publishing_to(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
     }
 
     /// The JetStream context (to publish on the same connection).
@@ -230,5 +238,17 @@ impl Broker for NatsBroker {
             .ack_with(AckKind::Progress)
             .await
             .map_err(|e| self.failed("AckProgress", e))
+    }
+}
+
+impl Publish for NatsBroker {
+    async fn publish(&self, body: Vec<u8>) -> Result<()> {
+        let subject = self.subject.as_deref().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: no subject to publish on (publishing_to)",
+                self.source
+            ))
+        })?;
+        publish(&self.context, subject, body).await
     }
 }

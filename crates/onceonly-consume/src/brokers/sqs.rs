@@ -18,7 +18,7 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 
-use crate::broker::{Broker, Message, Redelivery};
+use crate::broker::{Broker, Message, Publish, Redelivery};
 use crate::error::{Error, Result};
 
 /// The message attribute that carries a dead letter's reason.
@@ -339,5 +339,13 @@ impl Broker for SqsBroker {
     async fn progress(&self, message: &SqsMessage) -> Result<()> {
         self.change_visibility(message, self.visibility, "extending the visibility")
             .await
+    }
+}
+
+impl Publish for SqsBroker {
+    async fn publish(&self, body: Vec<u8>) -> Result<()> {
+        let body = String::from_utf8(body)
+            .map_err(|_| Error::Invalid("an SQS message body must be UTF-8".into()))?;
+        send(&self.client, &self.queue_url, body).await
     }
 }
