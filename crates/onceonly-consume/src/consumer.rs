@@ -148,6 +148,13 @@ impl<B: Broker> Consumer<B> {
         &self.broker
     }
 
+    /// The broker back, once nothing else holds it.
+    pub fn into_broker(self) -> B {
+        Arc::try_unwrap(self.broker)
+            .ok()
+            .expect("the broker is held only by its consumer")
+    }
+
     /// The redelivery settings read at start.
     pub fn redelivery(&self) -> &Redelivery {
         &self.redelivery

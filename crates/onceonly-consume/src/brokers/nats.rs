@@ -14,6 +14,9 @@ use async_nats::jetstream::message::AckKind;
 use async_nats::jetstream::{self, stream};
 use futures::StreamExt;
 
+/// The client this adapter uses, for callers that need its types.
+pub use async_nats;
+
 use crate::broker::{Broker, Message, Publish, Redelivery};
 use crate::error::{Error, Result};
 

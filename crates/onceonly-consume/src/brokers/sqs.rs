@@ -18,6 +18,9 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 
+/// The SDK this adapter uses, for callers that need its types.
+pub use aws_sdk_sqs;
+
 use crate::broker::{Broker, Message, Publish, Redelivery};
 use crate::error::{Error, Result};
 
