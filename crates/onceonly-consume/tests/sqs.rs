@@ -5,71 +5,36 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
+use onceonly_consume::brokers::moto::MotoServer;
 use onceonly_consume::brokers::sqs::{self as aws, SqsBroker, DEAD_REASON};
 use support::Queues;
 
-/// moto's server, killed when dropped.
+/// moto's server and a client on it.
 struct Moto {
-    child: Child,
-    endpoint: String,
+    _server: MotoServer,
     client: aws::aws_sdk_sqs::Client,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn moto_server() -> PathBuf {
-    std::env::var_os("ONCEONLY_MOTO_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/consume/bin/moto_server")
-        })
 }
 
 impl Moto {
     async fn start(test: &str) -> Option<Self> {
-        let program = moto_server();
-        if !program.exists() {
-            support::unreachable(test, &format!("moto_server ({})", program.display()));
-            return None;
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let program = MotoServer::program(&repo);
+        match MotoServer::start(&program).await {
+            Ok(server) => {
+                let client = aws::client(Some(server.endpoint())).await;
+                Some(Moto {
+                    _server: server,
+                    client,
+                })
+            }
+            Err(e) => {
+                support::unreachable(test, &e.to_string());
+                None
+            }
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(&program)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{test}: moto_server did not listen on {port} within 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // moto takes any credentials; the SDK wants some.
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let client = aws::client(Some(&endpoint)).await;
-        Some(Moto {
-            child,
-            endpoint,
-            client,
-        })
     }
 }
 
@@ -77,7 +42,6 @@ impl Queues for Moto {
     type B = SqsBroker;
 
     async fn make(&self, test: &str, redelivery: Duration) -> SqsBroker {
-        let _ = &self.endpoint;
         let dead = aws::create_queue(&self.client, &format!("{test}-dead"), redelivery)
             .await
             .unwrap();
