@@ -150,7 +150,11 @@ pub async fn open_nats(
 /// The SQS queue's redelivery settings (for `check`).
 pub async fn sqs_redelivery(queue: &SqsQueue) -> anyhow::Result<Redelivery> {
     #[cfg(feature = "sqs")]
-    return Ok(open_sqs(queue).await?.redelivery().await?);
+    {
+        use onceonly_consume::brokers::sqs;
+        let client = sqs::client(queue.sqs_endpoint.as_deref()).await;
+        Ok(sqs::redelivery_of(&client, &queue.queue_url).await?)
+    }
     #[cfg(not(feature = "sqs"))]
     {
         let _ = queue;

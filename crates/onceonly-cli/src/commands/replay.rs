@@ -205,19 +205,21 @@ where
         if let Some(url) = job.base_url() {
             command = command.arg("--http").arg(url);
         }
-        let planned = Harness::new(
+        let mut planner = Harness::new(
             store.clone(),
             DemoJob::attach(kind, &job_type, job.base_url().as_deref())?,
-        )
-        .plan()
-        .entries
-        .len();
+        );
+        if queue.queue.is_some() {
+            planner = planner.workers(&replay_queue::QUEUE_WORKERS);
+        }
+        let planned = planner.plan().entries.len();
         let parts = Parts {
             store: store.clone(),
             command,
             runs,
             run_id: run_id.clone(),
             progress: progress_printer(offset, planned * DemoKind::ALL.len()),
+            workers: None,
         };
         let part = replay_queue::run(queue, job, parts).await?;
         offset += planned;

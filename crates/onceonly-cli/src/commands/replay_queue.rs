@@ -17,6 +17,11 @@ pub const JOB_TIMEOUT: Duration = Duration::from_secs(2);
 /// The broker's redelivery timeout (ack_wait, VisibilityTimeout) they use.
 pub const REDELIVERY: Duration = Duration::from_secs(3);
 
+/// Workers of the concurrent scenario through a broker: two consumers
+/// racing for each operation. (Eight, as without a broker, would take
+/// minutes on an emulated SQS for no new evidence.)
+pub const QUEUE_WORKERS: [usize; 1] = [2];
+
 /// Which broker the replay goes through.
 #[derive(clap::Args, Clone, Debug)]
 pub struct QueueArgs {
@@ -91,6 +96,8 @@ pub struct Parts<S> {
     pub run_id: String,
     /// The progress printer.
     pub progress: ProgressFn,
+    /// Worker counts of the concurrent scenario (None: the harness's).
+    pub workers: Option<Vec<usize>>,
 }
 
 impl<S: Reconnect> Parts<S> {
@@ -100,6 +107,10 @@ impl<S: Reconnect> Parts<S> {
             .run_id(&self.run_id)
             .worker_command(self.command)
             .on_progress(self.progress);
+        let harness = match &self.workers {
+            Some(w) => harness.workers(w),
+            None => harness,
+        };
         Ok(harness.run().await?)
     }
 }
@@ -111,6 +122,9 @@ where
     S::Conn: DemoConn,
 {
     let prefix = prefix(&job.spec().job_type);
+    if queue.queue.is_some() {
+        parts.workers = Some(QUEUE_WORKERS.to_vec());
+    }
     for arg in queue.worker_args(&prefix) {
         parts.command = parts.command.arg(arg);
     }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use aws_config::environment::EnvironmentVariableRegionProvider;
 use aws_config::meta::region::RegionProviderChain;
 use aws_config::BehaviorVersion;
 use aws_sdk_sqs::config::Region;
@@ -74,10 +75,12 @@ where
 }
 
 /// An SQS client from the usual AWS settings (environment, profile), on
-/// `endpoint` when given (an emulator such as moto); region us-east-1 when
-/// none is set.
+/// `endpoint` when given (an emulator such as moto). The region comes from
+/// AWS_REGION (or AWS_DEFAULT_REGION), else us-east-1: the instance
+/// metadata service is not asked, so a machine outside AWS starts at once.
 pub async fn client(endpoint: Option<&str>) -> Client {
-    let region = RegionProviderChain::default_provider().or_else(Region::new("us-east-1"));
+    let region = RegionProviderChain::first_try(EnvironmentVariableRegionProvider::new())
+        .or_else(Region::new("us-east-1"));
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(region);
     if let Some(url) = endpoint {
         loader = loader.endpoint_url(url);
@@ -112,6 +115,20 @@ pub async fn send(client: &Client, queue_url: &str, body: String) -> Result<()> 
         .await
         .map_err(|e| failed(format!("sending to SQS queue {queue_url}"), e))?;
     Ok(())
+}
+
+/// The queue's redelivery settings: VisibilityTimeout, and the
+/// RedrivePolicy's maxReceiveCount when it has one.
+pub async fn redelivery_of(client: &Client, queue_url: &str) -> Result<Redelivery> {
+    let source = format!("SQS queue {queue_url}");
+    let attributes = queue_attributes(client, queue_url).await?;
+    Ok(Redelivery {
+        timeout: visibility(&attributes, &source)?,
+        max_deliveries: redrive(&attributes, &source)?.map(|(_, max)| max),
+        source,
+        timeout_name: "VisibilityTimeout",
+        limit_name: "maxReceiveCount",
+    })
 }
 
 impl SqsBroker {
@@ -251,14 +268,7 @@ impl Broker for SqsBroker {
     }
 
     async fn redelivery(&self) -> Result<Redelivery> {
-        let attributes = queue_attributes(&self.client, &self.queue_url).await?;
-        Ok(Redelivery {
-            timeout: visibility(&attributes, &self.source)?,
-            max_deliveries: redrive(&attributes, &self.source)?.map(|(_, max)| max),
-            source: self.source.clone(),
-            timeout_name: "VisibilityTimeout",
-            limit_name: "maxReceiveCount",
-        })
+        redelivery_of(&self.client, &self.queue_url).await
     }
 
     async fn receive(&self, max: usize) -> Result<Vec<SqsMessage>> {
