@@ -283,7 +283,7 @@ pub async fn worker(db: &str, args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let prefix = args.queue_prefix.as_deref();
     let err = with_store!(store, s => replay_queue::serve(&args.queue, prefix, job, s, &request).await.err());
     match err {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok(ExitCode::FAILURE),
     }
 }

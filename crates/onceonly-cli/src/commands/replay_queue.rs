@@ -5,17 +5,17 @@
 //! The job timeout is set to 2s and the broker's redelivery timeout to 3s,
 //! so a dead worker's message comes back within seconds.
 
-use std::time::Duration;
-
-use onceonly::{JobSpec, Store};
+use onceonly::Store;
 use onceonly_replay::demo::{DemoConn, DemoJob};
 use onceonly_replay::{Harness, ProgressFn, Reconnect, ReplayJob, Report, WorkerCommand};
 
 /// The job timeout the broker scenarios run with.
-pub const JOB_TIMEOUT: Duration = Duration::from_secs(2);
+#[cfg(any(feature = "sqs", feature = "nats"))]
+pub const JOB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The broker's redelivery timeout (ack_wait, VisibilityTimeout) they use.
-pub const REDELIVERY: Duration = Duration::from_secs(3);
+#[cfg(any(feature = "sqs", feature = "nats"))]
+pub const REDELIVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Workers of the concurrent scenario through a broker: two consumers
 /// racing for each operation. (Eight, as without a broker, would take
@@ -80,7 +80,8 @@ pub fn prefix(job_type: &str) -> String {
 }
 
 /// The demo job's spec as the broker scenarios run it.
-fn spec(job: &DemoJob) -> JobSpec {
+#[cfg(any(feature = "sqs", feature = "nats"))]
+fn spec(job: &DemoJob) -> onceonly::JobSpec {
     job.spec().clone().timeout(JOB_TIMEOUT)
 }
 
