@@ -68,9 +68,24 @@ async fn two_consumer_processes_make_one_effect_per_operation() {
     let Some((context, subject, target)) = stream("two", Duration::from_secs(5)).await else {
         return;
     };
-    queues::two_processes(&target, async |body| {
-        js::publish(&context, &subject, body).await.unwrap();
-    })
+    let stream = subject.trim_end_matches(".in").to_owned();
+    queues::two_processes(
+        &target,
+        async |body| {
+            js::publish(&context, &subject, body).await.unwrap();
+        },
+        async || {
+            let mut consumer = context
+                .get_stream(&stream)
+                .await
+                .unwrap()
+                .get_consumer::<js::async_nats::jetstream::consumer::pull::Config>("worker")
+                .await
+                .unwrap();
+            let info = consumer.info().await.unwrap();
+            info.num_pending == 0 && info.num_ack_pending == 0
+        },
+    )
     .await;
 }
 

@@ -67,11 +67,32 @@ async fn two_consumer_processes_make_one_effect_per_operation() {
     let Some((_moto, client, url, target)) = queue("two", Duration::from_secs(5)).await else {
         return;
     };
-    queues::two_processes(&target, async |body| {
-        aws::send(&client, &url, String::from_utf8(body).unwrap())
-            .await
-            .unwrap();
-    })
+    use aws::aws_sdk_sqs::types::QueueAttributeName as A;
+    queues::two_processes(
+        &target,
+        async |body| {
+            aws::send(&client, &url, String::from_utf8(body).unwrap())
+                .await
+                .unwrap();
+        },
+        async || {
+            let out = client
+                .get_queue_attributes()
+                .queue_url(&url)
+                .attribute_names(A::ApproximateNumberOfMessages)
+                .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+                .send()
+                .await
+                .unwrap();
+            let attributes = out.attributes().cloned().unwrap_or_default();
+            [
+                A::ApproximateNumberOfMessages,
+                A::ApproximateNumberOfMessagesNotVisible,
+            ]
+            .iter()
+            .all(|a| attributes.get(a).map(String::as_str) == Some("0"))
+        },
+    )
     .await;
 }
 

@@ -86,7 +86,12 @@ fn effects_done(stderr: &str) -> u64 {
 
 /// Two consumer processes, 100 operations each sent twice: 100 effects,
 /// one per operation, and all 200 messages acked between them.
-pub async fn two_processes(target: &Target, publish: impl AsyncFn(Vec<u8>)) {
+/// `drained` says when the broker holds no message, visible or in hand.
+pub async fn two_processes(
+    target: &Target,
+    publish: impl AsyncFn(Vec<u8>),
+    drained: impl AsyncFn() -> bool,
+) {
     const OPS: usize = 100;
     let db = sqlite_url();
     let out = oo(&db, &["migrate"]);
@@ -139,7 +144,14 @@ pub async fn two_processes(target: &Target, publish: impl AsyncFn(Vec<u8>)) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Handed-back duplicates come back after the rest of a lease (3s).
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    let started = Instant::now();
+    while !drained().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "messages left in the broker after 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let said: Vec<String> = consumers.into_iter().map(stop).collect();
     for i in 0..OPS {
         let key = idempotency_key(&job, &format!("order-{i}"));
