@@ -35,6 +35,8 @@ enum Command {
     Enqueue(commands::enqueue::Args),
     /// Relay queued operations to an HTTP destination until stopped.
     Run(commands::run::Args),
+    /// Consume an SQS queue or a JetStream consumer, each message guarded.
+    Consume(commands::consume::Args),
     /// Cancel an operation, withdrawing it at the destination.
     Cancel(commands::cancel::Args),
     /// List operation records.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
             Command::Migrate => commands::migrate::run(&db).await,
             Command::Enqueue(args) => commands::enqueue::run(&db, args).await,
             Command::Run(args) => commands::run::run(&db, args).await,
+            Command::Consume(args) => commands::consume::run(&db, args).await,
             Command::Cancel(args) => commands::cancel::run(&db, args).await,
             Command::Inspect(args) => commands::inspect::run(&db, args).await,
             Command::Held(args) => {

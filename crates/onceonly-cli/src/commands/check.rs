@@ -20,6 +20,20 @@ pub struct Args {
     /// The settings file.
     #[arg(long, default_value = "onceonly.toml")]
     config: PathBuf,
+    /// Also read this SQS queue's VisibilityTimeout and RedrivePolicy and
+    /// hold them against every job (cargo feature `sqs`).
+    #[arg(long, value_name = "URL")]
+    sqs_queue_url: Option<String>,
+    /// The SQS endpoint, for an emulator such as moto.
+    #[arg(long, value_name = "URL", requires = "sqs_queue_url")]
+    sqs_endpoint: Option<String>,
+    /// Also read this JetStream consumer's ack_wait and max_deliver, as
+    /// STREAM/CONSUMER, and hold them against every job (cargo feature `nats`).
+    #[arg(long, value_name = "STREAM/CONSUMER")]
+    nats_consumer: Option<String>,
+    /// The NATS server of --nats-consumer.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats: String,
 }
 
 /// The longest claim-to-completion time seen for one job type.
@@ -54,6 +68,25 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         }
         broken += rules.len();
     }
+    for redelivery in broker_settings(&args).await? {
+        for settings in config.jobs.values() {
+            let spec = settings.spec();
+            let rules = onceonly_consume::timing::broken_rules(&spec, &redelivery);
+            if rules.is_empty() {
+                println!(
+                    "job {}: {} ({} {}) holds against the job's timeout and heartbeat",
+                    spec.job_type,
+                    redelivery.source,
+                    redelivery.timeout_name,
+                    humantime::format_duration(redelivery.timeout)
+                );
+            }
+            for rule in &rules {
+                println!("job {}: rule broken: {rule}", spec.job_type);
+            }
+            broken += rules.len();
+        }
+    }
 
     let store = open_migrated(db).await?;
     let mut warnings = 0;
@@ -82,6 +115,32 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The redelivery settings of each broker named on the command line.
+async fn broker_settings(args: &Args) -> anyhow::Result<Vec<onceonly_consume::Redelivery>> {
+    use super::consume::{nats_redelivery, sqs_redelivery, NatsQueue, SqsQueue};
+    let mut out = Vec::new();
+    if let Some(url) = &args.sqs_queue_url {
+        let queue = SqsQueue {
+            queue_url: url.clone(),
+            sqs_endpoint: args.sqs_endpoint.clone(),
+            dead_letter_queue: None,
+        };
+        out.push(sqs_redelivery(&queue).await?);
+    }
+    if let Some(names) = &args.nats_consumer {
+        let (stream, consumer) = names.split_once('/').ok_or_else(|| {
+            anyhow::anyhow!("--nats-consumer {names:?}: give it as STREAM/CONSUMER")
+        })?;
+        let queue = NatsQueue {
+            nats: args.nats.clone(),
+            stream: stream.to_owned(),
+            consumer: consumer.to_owned(),
+        };
+        out.push(nats_redelivery(&queue).await?);
+    }
+    Ok(out)
 }
 
 fn numbers(spec: &JobSpec) -> String {

@@ -20,10 +20,11 @@ use onceonly::{State, Store};
 use onceonly_replay::demo::{DemoConn, DemoJob, DemoKind, DEMO_KEY};
 use onceonly_replay::process::REQUEST_ENV;
 use onceonly_replay::{
-    note, worker, Harness, Progress, Reconnect, Report, WorkerCommand, WorkerRequest, DEFAULT_RUNS,
+    note, Harness, Progress, Reconnect, Report, WorkerCommand, WorkerRequest, DEFAULT_RUNS,
 };
 use tracing::instrument::WithSubscriber;
 
+use super::replay_queue::{self, Parts, QueueArgs};
 use crate::store::{open, open_migrated, with_store};
 
 /// Arguments of `onceonly replay`.
@@ -43,6 +44,8 @@ pub struct Args {
     /// Keep this run's records and demo rows instead of removing them.
     #[arg(long)]
     keep: bool,
+    #[command(flatten)]
+    queue: QueueArgs,
 }
 
 /// Arguments of the hidden `onceonly replay-worker`: one worker process of a
@@ -61,6 +64,11 @@ pub struct WorkerArgs {
     /// The request JSON (set by the harness).
     #[arg(long, env = REQUEST_ENV, hide_env_values = true)]
     request: String,
+    #[command(flatten)]
+    queue: QueueArgs,
+    /// The run's queue names (with --queue).
+    #[arg(long)]
+    queue_prefix: Option<String>,
 }
 
 /// Runs `onceonly replay`: exits 1 when a guarded result breaks its allowed count.
@@ -74,12 +82,16 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    args.queue.validate()?;
     let started = Instant::now();
     let store = open_migrated(db).await?;
     let runs = usize::try_from(args.runs)?;
+    let queue = args.queue.clone();
     let (report, run_id) =
-        quietly(async move { with_store!(store, s => suite(s, db, runs, args.keep).await) })
-            .await?;
+        quietly(
+            async move { with_store!(store, s => suite(s, db, runs, args.keep, &queue).await) },
+        )
+        .await?;
     let elapsed = started.elapsed();
     print!("{}", report.table());
     println!(
@@ -91,6 +103,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         let doc = serde_json::json!({
             "db": onceonly::db_url::redact(db),
+            "queue": args.queue.queue,
             "run_id": run_id,
             "runs": runs,
             "elapsed_ms": elapsed.as_millis() as u64,
@@ -161,7 +174,13 @@ fn progress_printer(offset: usize, total: usize) -> Arc<dyn Fn(&Progress<'_>) + 
 }
 
 /// Runs every demo job's scenarios on `store`; returns the merged report.
-async fn suite<S>(store: S, db: &str, runs: usize, keep: bool) -> anyhow::Result<(Report, String)>
+async fn suite<S>(
+    store: S,
+    db: &str,
+    runs: usize,
+    keep: bool,
+    queue: &QueueArgs,
+) -> anyhow::Result<(Report, String)>
 where
     S: Reconnect,
     S::Conn: DemoConn,
@@ -186,16 +205,28 @@ where
         if let Some(url) = job.base_url() {
             command = command.arg("--http").arg(url);
         }
-        let harness = Harness::new(store.clone(), job)
-            .runs(runs)
-            .run_id(&run_id)
-            .worker_command(command);
-        let planned = harness.plan().entries.len();
-        let harness = harness.on_progress(progress_printer(offset, planned * DemoKind::ALL.len()));
-        let part = harness.run().await?;
+        let mut planner = Harness::new(
+            store.clone(),
+            DemoJob::attach(kind, &job_type, job.base_url().as_deref())?,
+        );
+        if queue.queue.is_some() {
+            planner = planner.workers(&replay_queue::QUEUE_WORKERS);
+        }
+        let planned = planner.plan().entries.len();
+        let parts = Parts {
+            store: store.clone(),
+            command,
+            runs,
+            run_id: run_id.clone(),
+            progress: progress_printer(offset, planned * DemoKind::ALL.len()),
+            workers: None,
+        };
+        let part = replay_queue::run(queue, job, parts).await?;
         offset += planned;
         if !keep {
-            harness.job().clear(&store).await?;
+            DemoJob::attach(kind, &job_type, Some("http://127.0.0.1:9"))?
+                .clear(&store)
+                .await?;
         }
         report.merge(part);
         job_types.push(job_type);
@@ -249,9 +280,10 @@ pub async fn worker(db: &str, args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let kind = DemoKind::parse(&args.demo)?;
     let job = DemoJob::attach(kind, &args.job_type, args.http.as_deref())?;
     let store = open(db).await?;
-    let err = with_store!(store, s => worker::serve(&job, s, &request).await.err());
+    let prefix = args.queue_prefix.as_deref();
+    let err = with_store!(store, s => replay_queue::serve(&args.queue, prefix, job, s, &request).await.err());
     match err {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok(ExitCode::FAILURE),
     }
 }

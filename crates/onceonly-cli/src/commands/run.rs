@@ -24,7 +24,28 @@ use crate::store::{open_migrated, with_store};
 /// Arguments of `onceonly run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job type to relay.
+    #[command(flatten)]
+    job: JobArgs,
+    /// Concurrent claim loops.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Rows claimed per statement by each loop (acted on concurrently).
+    #[arg(long, default_value_t = 1)]
+    batch: u32,
+    /// Exit 0 once nothing is queued and no claim is live.
+    #[arg(long)]
+    drain: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the relay runs
+    /// (such as 127.0.0.1:9464). Any address is accepted; the endpoint has
+    /// no authentication, so prefer a loopback or private address.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+}
+
+/// The job's settings and destination, shared by `run` and `consume`.
+#[derive(clap::Args)]
+pub struct JobArgs {
+    /// Job type.
     #[arg(long)]
     job: String,
     /// The settings file (onceonly.toml): --job takes that job's settings
@@ -58,12 +79,6 @@ pub struct Args {
     /// happened [default: hold].
     #[arg(long, value_parser = ["hold", "at-least-once", "at-most-once"])]
     on_stale: Option<String>,
-    /// Concurrent claim loops.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    /// Rows claimed per statement by each loop (acted on concurrently).
-    #[arg(long, default_value_t = 1)]
-    batch: u32,
     /// How long a claim is live [default: 30s].
     #[arg(long, value_parser = onceonly::parse_duration)]
     lease: Option<Duration>,
@@ -73,21 +88,13 @@ pub struct Args {
     /// Renew the lease this often (for a timeout longer than the lease).
     #[arg(long, value_parser = onceonly::parse_duration)]
     heartbeat: Option<Duration>,
-    /// Exit 0 once nothing is queued and no claim is live.
-    #[arg(long)]
-    drain: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics while the relay runs
-    /// (such as 127.0.0.1:9464). Any address is accepted; the endpoint has
-    /// no authentication, so prefer a loopback or private address.
-    #[arg(long, value_name = "ADDR")]
-    metrics: Option<SocketAddr>,
 }
 
-impl Args {
+impl JobArgs {
     /// The job's spec, destination and retention: the settings file's
     /// (when given) under the flags given here, over the defaults. Checked
     /// against the timing rules and the destination's shape.
-    fn spec(&self) -> anyhow::Result<(JobSpec, HttpDestination, Option<Duration>)> {
+    pub fn spec(&self) -> anyhow::Result<(JobSpec, HttpDestination, Option<Duration>)> {
         let config = self.config.as_deref().map(Config::load).transpose()?;
         let file = config.as_ref().map(|c| c.job(&self.job)).transpose()?;
         let effect = match (&self.effect, file) {
@@ -159,7 +166,7 @@ impl Args {
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let (spec, destination, retention) = args.spec()?;
+    let (spec, destination, retention) = args.job.spec()?;
     let metrics = match args.metrics {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -243,7 +250,7 @@ async fn serve_metrics(listener: TcpListener, stats: Arc<RelayStats>, job: Strin
     }
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -1,0 +1,271 @@
+//! `onceonly consume`, `check` and `replay --queue` through the real
+//! binary, the same way on every broker; each test file names its broker.
+
+#![allow(dead_code)]
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use onceonly::idempotency_key;
+use onceonly_http::test_server::{Mode, TestServer};
+
+use crate::common::*;
+
+/// A broker's command-line options.
+pub struct Target {
+    /// After `consume`: `nats --stream S --consumer C` or `sqs --queue-url U ...`.
+    pub consume: Vec<String>,
+    /// For `check`: `--nats-consumer S/C` or `--sqs-queue-url U --sqs-endpoint E`.
+    pub check: Vec<String>,
+    /// For `replay`: `--queue nats --nats URL` or `--queue sqs --sqs-endpoint E`.
+    pub replay: Vec<String>,
+    /// Environment for the processes (credentials for the emulator).
+    pub env: Vec<(String, String)>,
+}
+
+fn run(db: &str, args: &[String], env: &[(String, String)]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap()
+}
+
+fn spawn_with(db: &str, args: &[String], env: &[(String, String)]) -> Child {
+    std::process::Command::new(bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGTERM, then the process's stderr once it has exited.
+fn stop(child: Child) -> String {
+    let pid = child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The number after `word ` in a `consume` summary line.
+fn count(stderr: &str, word: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("received "))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let at = line.find(&format!("{word} ")).unwrap() + word.len() + 1;
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The N of `(N effects done here)` in a `consume` summary line.
+fn effects_done(stderr: &str) -> u64 {
+    let at = stderr
+        .rfind(" effects done here")
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let start = stderr[..at].rfind('(').unwrap() + 1;
+    stderr[start..at].parse().unwrap()
+}
+
+/// Two consumer processes, 100 operations each sent twice: 100 effects,
+/// one per operation, and all 200 messages acked between them.
+/// `drained` says when the broker holds no message, visible or in hand.
+pub async fn two_processes(
+    target: &Target,
+    publish: impl AsyncFn(Vec<u8>),
+    drained: impl AsyncFn() -> bool,
+) {
+    const OPS: usize = 100;
+    let db = sqlite_url();
+    let out = oo(&db, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let server = TestServer::start(Mode::Keyed).await.unwrap();
+    let job = unique_job("consume");
+    let mut args = vec!["consume".to_owned()];
+    args.extend(target.consume.iter().cloned());
+    args.extend(
+        [
+            "--job",
+            &job,
+            "--http",
+            &server.base_url(),
+            "--effect",
+            "keyed",
+            "--lease",
+            "3s",
+            "--timeout",
+            "1s",
+            "--workers",
+            "4",
+        ]
+        .map(str::to_owned),
+    );
+    let consumers = [
+        spawn_with(&db, &args, &target.env),
+        spawn_with(&db, &args, &target.env),
+    ];
+    for _round in 0..2 {
+        for i in 0..OPS {
+            let body = onceonly_consume::envelope_body(
+                &format!("order-{i}"),
+                &serde_json::json!({ "order": i, "round": "same" }),
+            );
+            publish(body).await;
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let effects = server.all_effects();
+        if effects.len() == OPS {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {} of {OPS} operations reached the destination",
+            effects.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Handed-back duplicates come back after the rest of a lease (3s).
+    let started = Instant::now();
+    while !drained().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "messages left in the broker after 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let said: Vec<String> = consumers.into_iter().map(stop).collect();
+    for i in 0..OPS {
+        let key = idempotency_key(&job, &format!("order-{i}"));
+        assert_eq!(server.effects(&key), 1, "{key}");
+    }
+    let acked: u64 = said.iter().map(|s| count(s, "acked")).sum();
+    let effects: u64 = said.iter().map(|s| effects_done(s)).sum();
+    assert_eq!(effects, OPS as u64, "effects done, over both: {said:?}");
+    assert_eq!(acked, 2 * OPS as u64, "{said:?}");
+    for s in &said {
+        assert!(count(s, "acked") > 0, "both processes consumed: {s}");
+        assert_eq!(count(s, "dead-lettered"), 0, "{s}");
+    }
+    let records = inspect(&db, &job);
+    assert_eq!(records.len(), OPS);
+    assert!(records.values().all(|r| r["state"] == "completed"));
+}
+
+/// `consume` with a job timeout at least the broker's redelivery timeout
+/// refuses to start, naming both values; `check` reads and names them too.
+pub fn refused(target: &Target, setting: &str) {
+    let db = sqlite_url();
+    let job = unique_job("refused");
+    let mut args = vec!["consume".to_owned()];
+    args.extend(target.consume.iter().cloned());
+    args.extend(
+        [
+            "--job",
+            &job,
+            "--http",
+            "http://127.0.0.1:9",
+            "--effect",
+            "keyed",
+            "--lease",
+            "30s",
+            "--timeout",
+            "10s",
+        ]
+        .map(str::to_owned),
+    );
+    let out = run(&db, &args, &target.env);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains(&format!("{setting} (5s)")), "{said}");
+    assert!(said.contains("job timeout (10s)"), "{said}");
+
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join("onceonly.toml");
+    let toml = format!("[jobs.{job}]\neffect = \"keyed\"\nlease = \"30s\"\ntimeout = \"10s\"\n");
+    std::fs::write(&path, toml).unwrap();
+    let mut args = vec![
+        "check".to_owned(),
+        "--config".to_owned(),
+        path.display().to_string(),
+    ];
+    args.extend(target.check.iter().cloned());
+    let out = run(&db, &args, &target.env);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("job {job}: rule broken: ")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("{setting} (5s)")), "{said}");
+    assert!(said.contains("job timeout (10s)"), "{said}");
+}
+
+/// `replay --queue` with 100 concurrent runs: exit 0, the JSON of
+/// `replay --json` naming the queue, and a consumer killed by SIGKILL
+/// after the effect leaves one effect after the broker's redelivery for
+/// the local, keyed and lookup jobs.
+pub fn replay(target: &Target, queue: &str) {
+    let db = sqlite_url();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let json = dir.join("replay.json");
+    let mut args = vec!["replay".to_owned()];
+    args.extend(target.replay.iter().cloned());
+    args.extend(["--runs", "100", "--json"].map(str::to_owned));
+    args.push(json.display().to_string());
+    let out = run(&db, &args, &target.env);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["queue"], queue);
+    assert_eq!(doc["pass"], true);
+    assert_eq!(doc["runs"], 100);
+    let entries = doc["entries"].as_array().unwrap();
+    for field in [
+        "scenario", "kind", "allowed", "guarded", "naive", "records", "verdict", "checks",
+    ] {
+        assert!(entries.iter().all(|e| e.get(field).is_some()), "{field}");
+    }
+    for kind in ["local", "keyed", "lookup"] {
+        let killed = entries
+            .iter()
+            .find(|e| {
+                e["scenario"] == "crash_after_effect"
+                    && e["variant"] == "SIGKILL"
+                    && e["kind"] == kind
+            })
+            .unwrap_or_else(|| panic!("no SIGKILL-after-effect entry for {kind}"));
+        assert_eq!(killed["guarded"]["total"], 1, "{kind}: {killed}");
+        assert_eq!(
+            killed["records"]["states"]["completed"], 1,
+            "{kind}: {killed}"
+        );
+    }
+    let concurrent: Vec<_> = entries
+        .iter()
+        .filter(|e| e["scenario"] == "concurrent")
+        .collect();
+    assert!(!concurrent.is_empty());
+    assert!(concurrent
+        .iter()
+        .all(|e| e["runs"] == 100 && e["verdict"] == "pass"));
+}

@@ -1,0 +1,8 @@
+//! The broker adapters, each behind its cargo feature.
+
+#[cfg(feature = "sqs")]
+pub mod moto;
+#[cfg(feature = "nats")]
+pub mod nats;
+#[cfg(feature = "sqs")]
+pub mod sqs;
