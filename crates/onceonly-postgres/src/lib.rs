@@ -26,7 +26,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod batcher;
 mod queries;
+
+pub use batcher::BatchStats;
 
 /// The SQL text of the statements that decide who acts, for baselines (the
 /// bench runs them raw next to the guard). They name the schema `onceonly`;
@@ -80,6 +83,9 @@ pub const DEFAULT_SCHEMA: &str = "onceonly";
 /// The pool size used when none is given.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 
+/// Claims or moves per statement at most, when none is given.
+pub const DEFAULT_MAX_BATCH: usize = 256;
+
 /// Longest schema name PostgreSQL keeps, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 63;
 
@@ -95,6 +101,13 @@ pub struct PgOptions {
     /// database is [`Error::Unreachable`]) and later from the pool.
     /// Default 30 s.
     pub acquire_timeout: Duration,
+    /// Claims (and moves) of concurrent callers sent as one statement, at
+    /// most; 1 sends each on its own, on the pool. Default 256. Not for
+    /// calls in the user's transaction, which run there as they come.
+    pub max_batch: usize,
+    /// Connections of their own sending claim batches, and as many for move
+    /// batches, each with one statement in flight. Default 1.
+    pub batch_lanes: usize,
 }
 
 impl Default for PgOptions {
@@ -103,6 +116,8 @@ impl Default for PgOptions {
             schema: DEFAULT_SCHEMA.to_owned(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: Duration::from_secs(30),
+            max_batch: DEFAULT_MAX_BATCH,
+            batch_lanes: 1,
         }
     }
 }
@@ -117,6 +132,18 @@ impl PgOptions {
     /// Pools at most `n` connections (at least 1).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// Sends at most `n` claims or moves per statement (1: no batching).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// Runs `n` claim batches (and `n` move batches) at once.
+    pub fn batch_lanes(mut self, n: usize) -> Self {
+        self.batch_lanes = n;
         self
     }
 
@@ -175,6 +202,9 @@ pub struct PgStore {
     options: PgOptions,
     queries: Arc<Queries>,
     clock: ClockOffset,
+    /// Claims and moves outside the user's transaction (`None`: one
+    /// statement per call, on the pool).
+    batcher: Option<Arc<batcher::Batcher>>,
 }
 
 impl fmt::Debug for PgStore {
@@ -201,6 +231,14 @@ impl PgStore {
     /// Like [`PgStore::connect`] with `options`. Refuses an invalid schema
     /// name with [`Error::Invalid`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self> {
+        Self::connect_sharing_clock(url, options, ClockOffset::default()).await
+    }
+
+    async fn connect_sharing_clock(
+        url: &str,
+        options: PgOptions,
+        clock: ClockOffset,
+    ) -> Result<Self> {
         validate_schema(&options.schema)?;
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| {
@@ -224,6 +262,20 @@ impl PgStore {
         })?
         .map_err(map_err(url))?;
         let _ = probe.close().await;
+        let queries = Arc::new(Queries::new(&options.schema));
+        let batcher = (options.max_batch > 1).then(|| {
+            let shared = batcher::Shared {
+                connect: connect.clone(),
+                url: url.to_owned(),
+                queries: queries.clone(),
+                clock: clock.clone(),
+            };
+            Arc::new(batcher::Batcher::start(
+                Arc::new(shared),
+                options.batch_lanes,
+                options.max_batch,
+            ))
+        });
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
@@ -235,18 +287,23 @@ impl PgStore {
         Ok(Self {
             pool,
             url: url.to_owned(),
-            queries: Arc::new(Queries::new(&options.schema)),
+            queries,
             options,
-            clock: ClockOffset::default(),
+            clock,
+            batcher,
         })
     }
 
     /// Another store on the same database and schema with its own pool,
     /// sharing this store's clock offset (a second worker, in tests).
     pub async fn reconnect(&self) -> Result<Self> {
-        let mut other = Self::connect_with(&self.url, self.options.clone()).await?;
-        other.clock = self.clock.clone();
-        Ok(other)
+        Self::connect_sharing_clock(&self.url, self.options.clone(), self.clock.clone()).await
+    }
+
+    /// What the batcher has done so far; `None` when batching is off
+    /// ([`PgOptions::max_batch`] 1).
+    pub fn batch_stats(&self) -> Option<BatchStats> {
+        self.batcher.as_ref().map(|b| b.stats())
     }
 
     /// The pool, for the user's own queries.
@@ -302,6 +359,9 @@ impl Store for PgStore {
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.claim(p).await;
+        }
         let mut conn = self.conn().await?;
         self.op_claim_in(&mut conn, p).await
     }
@@ -343,6 +403,9 @@ impl Store for PgStore {
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.move_op(p).await;
+        }
         let mut conn = self.conn().await?;
         self.op_move_in(&mut conn, p).await
     }
