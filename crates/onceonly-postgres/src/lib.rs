@@ -40,6 +40,14 @@ pub mod sql {
     /// One fenced transition (see `queries/move.sql`).
     pub const MOVE: &str = include_str!("../queries/move.sql");
 
+    /// The session settings of the batcher's own connections. Its batch
+    /// statements join their arrays to the table; a hash or merge join would
+    /// take the rows in the table's order, and only a nested loop over the
+    /// primary key takes (and locks) them in the arrays' order, which is
+    /// sorted by key in every process.
+    pub const BATCH_SETTINGS: &[(&str, &str)] =
+        &[("enable_hashjoin", "off"), ("enable_mergejoin", "off")];
+
     /// `sql` with the schema `schema` (a valid identifier) in place of `onceonly`.
     pub fn in_schema(sql: &str, schema: &str) -> String {
         crate::queries::in_schema(sql, schema)
@@ -74,6 +82,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "audit",
         sql: include_str!("../migrations/0002_audit.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "partial_indexes",
+        sql: include_str!("../migrations/0003_partial_indexes.sql"),
     },
 ];
 
@@ -265,7 +278,7 @@ impl PgStore {
         let queries = Arc::new(Queries::new(&options.schema));
         let batcher = (options.max_batch > 1).then(|| {
             let shared = batcher::Shared {
-                connect: connect.clone(),
+                connect: connect.clone().options(sql::BATCH_SETTINGS.iter().copied()),
                 url: url.to_owned(),
                 queries: queries.clone(),
                 clock: clock.clone(),
