@@ -1,7 +1,10 @@
 //! `onceonly bench`: guarded operations against the same SQL statements run
 //! raw, in the same process and the same run, on SQLite and PostgreSQL, at
-//! concurrency 1 and 16, for a no-op keyed effect and a local effect.
+//! concurrency 1 and 16, for a no-op keyed effect and a local effect. On
+//! PostgreSQL, keyed rows also run the minimal two-statement operation raw
+//! (by sqlx, and by pgbench when installed): what the database can do.
 
+mod minimal;
 mod relay;
 mod targets;
 
@@ -56,6 +59,15 @@ pub struct Args {
     /// Concurrent claim loops of the relay and of its raw baseline.
     #[arg(long, default_value_t = 4)]
     relay_workers: usize,
+    /// PostgreSQL: claims or moves per batch statement at most (1: no batching).
+    #[arg(long, default_value_t = onceonly_postgres::DEFAULT_MAX_BATCH)]
+    pg_max_batch: usize,
+    /// PostgreSQL: batch statements in flight per kind (claims, moves).
+    #[arg(long, default_value_t = 1)]
+    pg_lanes: usize,
+    /// PostgreSQL keyed rows: skip the minimal operation's baselines.
+    #[arg(long)]
+    no_minimal: bool,
 }
 
 /// One measured line.
@@ -72,6 +84,12 @@ struct Row {
     raw_p50_ms: f64,
     raw_p99_ms: f64,
     ratio: f64,
+    /// The minimal two-statement operation by sqlx (PostgreSQL keyed).
+    minimal_ops_per_s: Option<f64>,
+    /// The same by pgbench, when installed.
+    pgbench_ops_per_s: Option<f64>,
+    /// Guarded over pgbench's minimal operation.
+    vs_pgbench: Option<f64>,
 }
 
 /// Runs every measurement and prints it.
@@ -94,7 +112,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
                 let target = SqliteTarget::new(args.sqlite_connections).await?;
                 measure_all(&target, &args, &mut rows).await?;
             }
-            "postgres" => match PgTarget::new(&pg_url).await {
+            "postgres" => match pg_target(&pg_url, &args).await {
                 Ok(target) => {
                     let measured = measure_all(&target, &args, &mut rows).await;
                     target.drop_schema().await;
@@ -121,7 +139,7 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 let target = SqliteTarget::new(args.sqlite_connections).await?;
                 relay::measure(&target, &relay_args(args)).await?;
             }
-            "postgres" => match PgTarget::new(pg_url).await {
+            "postgres" => match pg_target(pg_url, args).await {
                 Ok(target) => {
                     let measured = relay::measure(&target, &relay_args(args)).await;
                     target.drop_schema().await;
@@ -134,6 +152,17 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
     }
     println!("peak memory (VmHWM): {:.1} MiB", peak_rss_mib());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The PostgreSQL target: a pool as large as the highest concurrency (the
+/// raw baselines run there), the store batching as `args` say.
+async fn pg_target(url: &str, args: &Args) -> anyhow::Result<PgTarget> {
+    let widest = args.concurrency.iter().copied().max().unwrap_or(16);
+    let connections = u32::try_from(widest.clamp(16, 64)).unwrap_or(16);
+    let options = onceonly_postgres::PgOptions::default()
+        .max_batch(args.pg_max_batch)
+        .batch_lanes(args.pg_lanes);
+    PgTarget::new(url, connections, options).await
 }
 
 fn relay_args(args: &Args) -> relay::RelayArgs<'_> {
@@ -171,6 +200,24 @@ async fn measure_all<T: BenchTarget>(
                 "keyed" => guarded_keyed(target, args.ops, concurrency, &prefix).await?,
                 _ => guarded_local(target, args.ops, concurrency, &prefix).await?,
             };
+            let (minimal, pgbench) = match target.minimal() {
+                Some(m) if effect == "keyed" && !args.no_minimal => {
+                    let by_sqlx = timed(args.ops, concurrency, |i| {
+                        let key = format!("min-{prefix}-{i}");
+                        async move { m.op(&key).await }
+                    })
+                    .await?;
+                    let by_pgbench = match m.pgbench(concurrency, args.ops).await {
+                        Ok(tps) => tps,
+                        Err(e) => {
+                            eprintln!("bench: pgbench baseline skipped: {e:#}");
+                            None
+                        }
+                    };
+                    (Some(by_sqlx.ops_per_s), by_pgbench)
+                }
+                _ => (None, None),
+            };
             let row = Row {
                 store: T::NAME,
                 effect,
@@ -183,6 +230,9 @@ async fn measure_all<T: BenchTarget>(
                 raw_p50_ms: raw.p50_ms,
                 raw_p99_ms: raw.p99_ms,
                 ratio: guarded.ops_per_s / raw.ops_per_s,
+                minimal_ops_per_s: minimal,
+                pgbench_ops_per_s: pgbench,
+                vs_pgbench: pgbench.map(|p| guarded.ops_per_s / p),
             };
             if args.json {
                 println!("{}", serde_json::to_string(&row)?);
@@ -290,7 +340,7 @@ where
 
 fn print_header() {
     println!(
-        "{:<9} {:<6} {:>4} {:>11} {:>8} {:>8} {:>11} {:>8} {:>8} {:>6}",
+        "{:<9} {:<6} {:>4} {:>11} {:>8} {:>8} {:>11} {:>8} {:>8} {:>6} {:>10} {:>10} {:>7}",
         "store",
         "effect",
         "conc",
@@ -300,13 +350,18 @@ fn print_header() {
         "raw/s",
         "p50 ms",
         "p99 ms",
-        "ratio"
+        "ratio",
+        "minimal/s",
+        "pgbench/s",
+        "vs pgb"
     );
 }
 
 fn print_row(r: &Row) {
+    let or_dash =
+        |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     println!(
-        "{:<9} {:<6} {:>4} {:>11.0} {:>8.3} {:>8.3} {:>11.0} {:>8.3} {:>8.3} {:>6.2}",
+        "{:<9} {:<6} {:>4} {:>11.0} {:>8.3} {:>8.3} {:>11.0} {:>8.3} {:>8.3} {:>6.2} {:>10} {:>10} {:>7}",
         r.store,
         r.effect,
         r.concurrency,
@@ -316,7 +371,10 @@ fn print_row(r: &Row) {
         r.raw_ops_per_s,
         r.raw_p50_ms,
         r.raw_p99_ms,
-        r.ratio
+        r.ratio,
+        or_dash(r.minimal_ops_per_s, 0),
+        or_dash(r.pgbench_ops_per_s, 0),
+        or_dash(r.vs_pgbench, 2)
     );
 }
 
