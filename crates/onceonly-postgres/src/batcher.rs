@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use onceonly::store::{ClaimRow, OpClaim, OpMove};
-use onceonly::{ClockOffset, Error, Result, State};
+use onceonly::store::{Claim, ClaimRow, OpClaim, OpClaimBatch, OpMove};
+use onceonly::{ClockOffset, Error, Record, Result, State};
 use onceonly_sqlx::map_err;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
@@ -44,6 +44,7 @@ pub(crate) struct Shared {
 pub(crate) struct Batcher {
     claims: mpsc::UnboundedSender<Call<OwnedClaim>>,
     moves: mpsc::UnboundedSender<Call<OwnedMove>>,
+    queued_claims: mpsc::UnboundedSender<Call<OwnedClaimBatch>>,
     counts: Arc<Counts>,
 }
 
@@ -75,6 +76,7 @@ impl Batcher {
         Self {
             claims: spawn_lanes(&shared, &counts, lanes, max_batch),
             moves: spawn_lanes(&shared, &counts, lanes, max_batch),
+            queued_claims: spawn_lanes(&shared, &counts, lanes, max_batch),
             counts,
         }
     }
@@ -97,6 +99,13 @@ impl Batcher {
     pub(crate) async fn move_op(&self, p: &OpMove<'_>) -> Result<bool> {
         send(&self.moves, OwnedMove::from(p)).await
     }
+
+    /// [`onceonly::Store::op_claim_batch`]: the relay loops' claims of
+    /// queued rows waiting at one moment, for the same job type, owner and
+    /// lease, go as one `claim_batch.sql` for all of them.
+    pub(crate) async fn claim_queued(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
+        send(&self.queued_claims, OwnedClaimBatch::from(p)).await
+    }
 }
 
 /// One caller's request and where its answer goes.
@@ -109,6 +118,9 @@ struct Call<B: Batch> {
 trait Batch: Send + Sized + 'static {
     /// What one caller hears back.
     type Out: Send + 'static;
+
+    /// Calls with the same key go in different batches.
+    const ONE_PER_KEY: bool = true;
 
     /// The row the call writes: (job type, key).
     fn key(&self) -> (&str, &str);
@@ -173,7 +185,10 @@ async fn serve<B: Batch>(
         }
         // A caller that has gone (its future dropped) is not written for.
         calls.retain(|c| !c.reply.is_closed());
-        let (batch, again) = one_per_key(calls);
+        let (batch, again) = match B::ONE_PER_KEY {
+            true => one_per_key(calls),
+            false => (calls, Vec::new()),
+        };
         held = again;
         if batch.is_empty() {
             continue;
@@ -461,6 +476,86 @@ impl Batch for OwnedMove {
             let moved = statement!(lane, move_op, p);
             // The affected-row check, per operation: 1 moved, 0 not ours.
             outcomes.push(moved.map(|affected| affected == 1));
+        }
+        outcomes
+    }
+}
+
+/// An [`OpClaimBatch`] that owns its text, to cross into a lane.
+struct OwnedClaimBatch {
+    job_type: String,
+    owner: String,
+    lease: Duration,
+    limit: u32,
+}
+
+impl OwnedClaimBatch {
+    fn from(p: &OpClaimBatch<'_>) -> Self {
+        Self {
+            job_type: p.job_type.to_owned(),
+            owner: p.owner.to_owned(),
+            lease: p.lease,
+            limit: p.limit,
+        }
+    }
+}
+
+impl Batch for OwnedClaimBatch {
+    type Out = Vec<(Record, Claim)>;
+
+    /// Claims that share a statement share a key: they all go together.
+    const ONE_PER_KEY: bool = false;
+
+    fn key(&self) -> (&str, &str) {
+        (&self.job_type, &self.owner)
+    }
+
+    /// One statement per (job type, owner, lease), claiming the sum of the
+    /// limits; its rows are dealt out in turn, each call up to its limit,
+    /// so every call gets rows while there are enough for all.
+    async fn run(lane: &mut Lane, ops: &[Self]) -> Vec<Result<Self::Out>> {
+        let mut groups: HashMap<(&str, &str, Duration), Vec<usize>> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            groups
+                .entry((&op.job_type, &op.owner, op.lease))
+                .or_default()
+                .push(i);
+        }
+        let mut outcomes: Vec<Result<Self::Out>> = ops.iter().map(|_| Ok(Vec::new())).collect();
+        for ((job_type, owner, lease), members) in groups {
+            let limit = members
+                .iter()
+                .fold(0_u32, |sum, &i| sum.saturating_add(ops[i].limit));
+            let p = OpClaimBatch {
+                job_type,
+                owner,
+                lease,
+                limit,
+            };
+            let rows = match statement!(lane, claim_batch, &p) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    let why = e.to_string();
+                    for &i in &members {
+                        outcomes[i] = Err(Error::Database(why.clone()));
+                    }
+                    continue;
+                }
+            };
+            let mut turn = members.iter().cycle();
+            for row in rows {
+                // Every row has a taker: the statement claimed at most the sum.
+                let taker = turn
+                    .by_ref()
+                    .find(
+                        |&&i| matches!(&outcomes[i], Ok(got) if got.len() < ops[i].limit as usize),
+                    )
+                    .copied()
+                    .expect("no more rows than the limits' sum");
+                if let Ok(got) = &mut outcomes[taker] {
+                    got.push(row);
+                }
+            }
         }
         outcomes
     }

@@ -511,6 +511,9 @@ impl Store for PgStore {
     }
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.claim_queued(p).await;
+        }
         self.queries
             .claim_batch(&mut *self.conn().await?, self.offset(), p)
             .await

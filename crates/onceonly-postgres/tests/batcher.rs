@@ -367,3 +367,55 @@ async fn claim_and_complete(
     });
     join_all(ops).await.into_iter().sum()
 }
+
+/// Relay loops' claims of queued rows (same job type, owner and lease) go as
+/// one statement; its rows are dealt out, each call within its limit, and
+/// no row to two calls.
+#[tokio::test]
+async fn queued_claims_share_one_statement_and_deal_out_the_rows() {
+    if !ready("queued_claims_share_one_statement_and_deal_out_the_rows").await {
+        return;
+    }
+    let schema = new_schema();
+    let store = migrated(&schema).await;
+    let none = Payload::none();
+    for i in 0..4 {
+        let p = onceonly::store::OpEnqueue {
+            job_type: "send",
+            op_key: &format!("q{i}"),
+            fingerprint: &none.fingerprint,
+            payload: None,
+            delay: None,
+        };
+        store.op_enqueue(&p).await.unwrap();
+    }
+    let batch = |limit| onceonly::store::OpClaimBatch {
+        job_type: "send",
+        owner: "relay",
+        lease: Duration::from_secs(30),
+        limit,
+    };
+    let (one, two, five) = (batch(1), batch(2), batch(5));
+    let before = stats(&store);
+    let calls = vec![
+        Box::pin(store.op_claim_batch(&one)),
+        Box::pin(store.op_claim_batch(&two)),
+        Box::pin(store.op_claim_batch(&five)),
+    ];
+    let got: Vec<Vec<String>> = queued_together(calls)
+        .await
+        .into_iter()
+        .map(|rows| rows.unwrap().into_iter().map(|(r, _)| r.op_key).collect())
+        .collect();
+    let after = stats(&store);
+    assert_eq!(after.batches - before.batches, 1, "{before:?} -> {after:?}");
+    assert_eq!(
+        got.iter().map(Vec::len).collect::<Vec<_>>(),
+        [1, 2, 1],
+        "{got:?}"
+    );
+    let mut all: Vec<&String> = got.iter().flatten().collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 4, "every queued row to one call: {got:?}");
+}
