@@ -99,6 +99,9 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 /// Claims or moves per statement at most, when none is given.
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
+/// Batch statements of each kind in flight at once, when none is given.
+pub const DEFAULT_BATCH_LANES: usize = 2;
+
 /// Longest schema name PostgreSQL keeps, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 63;
 
@@ -119,7 +122,9 @@ pub struct PgOptions {
     /// calls in the user's transaction, which run there as they come.
     pub max_batch: usize,
     /// Connections of their own sending claim batches, and as many for move
-    /// batches, each with one statement in flight. Default 1.
+    /// batches (and for relays' claims of queued rows), each with one
+    /// statement in flight. Default 2: while one statement runs, the calls
+    /// arriving meanwhile go in the other.
     pub batch_lanes: usize,
 }
 
@@ -130,7 +135,7 @@ impl Default for PgOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: Duration::from_secs(30),
             max_batch: DEFAULT_MAX_BATCH,
-            batch_lanes: 1,
+            batch_lanes: DEFAULT_BATCH_LANES,
         }
     }
 }
@@ -278,7 +283,11 @@ impl PgStore {
         let queries = Arc::new(Queries::new(&options.schema));
         let batcher = (options.max_batch > 1).then(|| {
             let shared = batcher::Shared {
-                connect: connect.clone().options(sql::BATCH_SETTINGS.iter().copied()),
+                // Named apart from the pool's connections, for operators.
+                connect: connect
+                    .clone()
+                    .application_name("onceonly-batch")
+                    .options(sql::BATCH_SETTINGS.iter().copied()),
                 url: url.to_owned(),
                 queries: queries.clone(),
                 clock: clock.clone(),

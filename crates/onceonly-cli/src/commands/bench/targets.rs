@@ -32,6 +32,10 @@ pub trait BenchTarget: Sync {
     fn analyze(&self) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// The statement that inserts one row in the user's table (`$1`/`?1`: the key).
     fn effect_sql(&self) -> String;
+    /// What the store's batcher did so far (PostgreSQL only).
+    fn batch_stats(&self) -> Option<onceonly_postgres::BatchStats> {
+        None
+    }
     /// The minimal two-statement operation, run raw (PostgreSQL only).
     fn minimal(&self) -> Option<&Minimal> {
         None
@@ -317,6 +321,10 @@ impl BenchTarget for PgTarget {
 
     fn minimal(&self) -> Option<&Minimal> {
         Some(&self.minimal)
+    }
+
+    fn batch_stats(&self) -> Option<onceonly_postgres::BatchStats> {
+        self.store.batch_stats()
     }
 
     async fn insert_effect<'c>(
