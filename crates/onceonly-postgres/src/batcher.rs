@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use onceonly::store::{Claim, ClaimRow, OpClaim, OpClaimBatch, OpMove};
+use onceonly::store::{Claim, ClaimRow, OpClaim, OpClaimBatch, OpCompleteBatch, OpMove};
 use onceonly::{ClockOffset, Error, Record, Result, State};
 use onceonly_sqlx::map_err;
 use sqlx::postgres::PgConnectOptions;
@@ -100,6 +100,41 @@ impl Batcher {
         send(&self.moves, OwnedMove::from(p)).await
     }
 
+    /// [`onceonly::Store::op_complete_batch`] as moves to completed, all
+    /// queued at once (so they share the next move statements, with other
+    /// callers' moves): one statement without a transaction around it, where
+    /// `complete_batch.sql` needs BEGIN, SET LOCAL and COMMIT. Returns the
+    /// keys completed; the first error when any move failed.
+    pub(crate) async fn complete(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        let mut answers = Vec::with_capacity(p.items.len());
+        for item in p.items {
+            let mut m = OpMove::new(
+                p.job_type,
+                item.op_key,
+                item.token,
+                State::Claimed,
+                State::Completed,
+            );
+            m.unless_cancel_requested = true;
+            m.external_ref = item.external_ref;
+            m.result = Some(item.result);
+            answers.push((item.op_key, enqueue(&self.moves, OwnedMove::from(&m))?));
+        }
+        let mut completed = Vec::with_capacity(answers.len());
+        let mut failed = None;
+        for (key, moved) in answers {
+            match answer(moved).await {
+                Ok(true) => completed.push(key.to_owned()),
+                Ok(false) => {}
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(completed),
+        }
+    }
+
     /// [`onceonly::Store::op_claim_batch`]: the relay loops' claims of
     /// queued rows waiting at one moment, for the same job type, owner and
     /// lease, go as one `claim_batch.sql` for all of them.
@@ -131,10 +166,25 @@ trait Batch: Send + Sized + 'static {
 }
 
 async fn send<B: Batch>(lane: &mpsc::UnboundedSender<Call<B>>, op: B) -> Result<B::Out> {
-    let stopped = || Error::Database("the PostgreSQL store's batcher has stopped".into());
+    answer(enqueue(lane, op)?).await
+}
+
+/// Queues `op` for the lane's next batch; its answer comes on the receiver.
+fn enqueue<B: Batch>(
+    lane: &mpsc::UnboundedSender<Call<B>>,
+    op: B,
+) -> Result<oneshot::Receiver<Result<B::Out>>> {
     let (reply, answer) = oneshot::channel();
     lane.send(Call { op, reply }).map_err(|_| stopped())?;
+    Ok(answer)
+}
+
+async fn answer<T>(answer: oneshot::Receiver<Result<T>>) -> Result<T> {
     answer.await.map_err(|_| stopped())?
+}
+
+fn stopped() -> Error {
+    Error::Database("the PostgreSQL store's batcher has stopped".into())
 }
 
 fn spawn_lanes<B: Batch>(
@@ -168,20 +218,19 @@ async fn serve<B: Batch>(
     let mut held: Vec<Call<B>> = Vec::new();
     loop {
         let mut calls = std::mem::take(&mut held);
-        {
+        if calls.is_empty() {
+            // Waiting for a first call, holding the queue: another lane
+            // cannot take it meanwhile, and needs nothing from it.
             let mut queue = queue.lock().await;
-            if calls.is_empty() {
-                match queue.recv().await {
-                    Some(call) => calls.push(call),
-                    None => return,
-                }
+            match queue.recv().await {
+                Some(call) => calls.push(call),
+                None => return,
             }
-            while calls.len() < max_batch {
-                match queue.try_recv() {
-                    Ok(call) => calls.push(call),
-                    Err(_) => break,
-                }
-            }
+            take_waiting(&mut queue, &mut calls, max_batch);
+        } else if let Ok(mut queue) = queue.try_lock() {
+            // Held calls go now: another lane may hold the queue while it
+            // waits for a call that may never come.
+            take_waiting(&mut queue, &mut calls, max_batch);
         }
         // A caller that has gone (its future dropped) is not written for.
         calls.retain(|c| !c.reply.is_closed());
@@ -202,6 +251,20 @@ async fn serve<B: Batch>(
             .fetch_add(ops.len() as u64, Ordering::Relaxed);
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Adds the calls waiting in `queue` to `calls`, up to `max_batch` in all.
+fn take_waiting<B: Batch>(
+    queue: &mut mpsc::UnboundedReceiver<Call<B>>,
+    calls: &mut Vec<Call<B>>,
+    max_batch: usize,
+) {
+    while calls.len() < max_batch {
+        match queue.try_recv() {
+            Ok(call) => calls.push(call),
+            Err(_) => break,
         }
     }
 }

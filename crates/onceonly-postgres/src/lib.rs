@@ -414,6 +414,9 @@ impl Store for PgStore {
     }
 
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.complete(p).await;
+        }
         let mut tx = self.begin().await?;
         let completed = self
             .queries
