@@ -97,6 +97,76 @@ async fn two_relays_send_once_on_postgres() {
     }
 }
 
+/// Scale-out: `processes` relay processes, each with `workers` claim loops
+/// claiming `batch` rows per statement, drain one queue on PostgreSQL (the
+/// store batching their claims and completions). The destination does not
+/// dedup (opaque), so every POST is an item: every operation reaches it
+/// exactly once, and it saw no other POST.
+async fn relays_scale_out_send_once(url: &str, processes: usize, batch: u32) {
+    let server = TestServer::start(Mode::Neither).await.unwrap();
+    let job = unique_job("scale");
+    let keys = enqueue_many(url, &job, 600);
+    let base = server.base_url();
+    let batch = batch.to_string();
+    let args = [
+        "run",
+        "--job",
+        &job,
+        "--http",
+        &base,
+        "--workers",
+        "4",
+        "--batch",
+        &batch,
+        "--lease",
+        "30s",
+        "--timeout",
+        "10s",
+        "--drain",
+        "--effect",
+        "opaque",
+        "--on-stale",
+        "hold",
+    ];
+    let relays: Vec<_> = (0..processes).map(|_| spawn(url, &args)).collect();
+    for out in futures::future::join_all(relays.into_iter().map(finish)).await {
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let all = server.all_effects();
+    assert_eq!(
+        all.len(),
+        keys.len(),
+        "{processes} relays, batch {batch}: keys at the destination"
+    );
+    assert_eq!(server.posts(), keys.len() as u64, "one POST per operation");
+    let records = inspect(url, &job);
+    for key in &keys {
+        let ik = idempotency_key(&job, key);
+        assert_eq!(all.get(&ik), Some(&1), "{key}: sent once");
+        assert_eq!(
+            records[key]["state"], "completed",
+            "{key}: {}",
+            records[key]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_relays_batched_send_once_on_postgres() {
+    let Some(url) = pg_url("four_relays_batched_send_once_on_postgres") else {
+        return;
+    };
+    relays_scale_out_send_once(&url, 4, 50).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_unbatched_send_once_on_postgres() {
+    let Some(url) = pg_url("two_relays_unbatched_send_once_on_postgres") else {
+        return;
+    };
+    relays_scale_out_send_once(&url, 2, 1).await;
+}
+
 /// A relay process is SIGKILLed after the destination created the item but
 /// before it answered; a relay after the lease settles the claim. The count
 /// at the destination and the record's state are what the kind promises.

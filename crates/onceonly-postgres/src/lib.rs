@@ -26,7 +26,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod batcher;
 mod queries;
+
+pub use batcher::BatchStats;
 
 /// The SQL text of the statements that decide who acts, for baselines (the
 /// bench runs them raw next to the guard). They name the schema `onceonly`;
@@ -36,6 +39,14 @@ pub mod sql {
     pub const CLAIM: &str = include_str!("../queries/claim.sql");
     /// One fenced transition (see `queries/move.sql`).
     pub const MOVE: &str = include_str!("../queries/move.sql");
+
+    /// The session settings of the batcher's own connections. Its batch
+    /// statements join their arrays to the table; a hash or merge join would
+    /// take the rows in the table's order, and only a nested loop over the
+    /// primary key takes (and locks) them in the arrays' order, which is
+    /// sorted by key in every process.
+    pub const BATCH_SETTINGS: &[(&str, &str)] =
+        &[("enable_hashjoin", "off"), ("enable_mergejoin", "off")];
 
     /// `sql` with the schema `schema` (a valid identifier) in place of `onceonly`.
     pub fn in_schema(sql: &str, schema: &str) -> String {
@@ -72,6 +83,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "audit",
         sql: include_str!("../migrations/0002_audit.sql"),
     },
+    Migration {
+        version: 3,
+        name: "partial_indexes",
+        sql: include_str!("../migrations/0003_partial_indexes.sql"),
+    },
 ];
 
 /// The schema used when none is given.
@@ -79,6 +95,12 @@ pub const DEFAULT_SCHEMA: &str = "onceonly";
 
 /// The pool size used when none is given.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+/// Claims or moves per statement at most, when none is given.
+pub const DEFAULT_MAX_BATCH: usize = 256;
+
+/// Batch statements of each kind in flight at once, when none is given.
+pub const DEFAULT_BATCH_LANES: usize = 2;
 
 /// Longest schema name PostgreSQL keeps, in bytes.
 pub const MAX_SCHEMA_BYTES: usize = 63;
@@ -95,6 +117,15 @@ pub struct PgOptions {
     /// database is [`Error::Unreachable`]) and later from the pool.
     /// Default 30 s.
     pub acquire_timeout: Duration,
+    /// Claims (and moves) of concurrent callers sent as one statement, at
+    /// most; 1 sends each on its own, on the pool. Default 256. Not for
+    /// calls in the user's transaction, which run there as they come.
+    pub max_batch: usize,
+    /// Connections of their own sending claim batches, and as many for move
+    /// batches (and for relays' claims of queued rows), each with one
+    /// statement in flight. Default 2: while one statement runs, the calls
+    /// arriving meanwhile go in the other.
+    pub batch_lanes: usize,
 }
 
 impl Default for PgOptions {
@@ -103,6 +134,8 @@ impl Default for PgOptions {
             schema: DEFAULT_SCHEMA.to_owned(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: Duration::from_secs(30),
+            max_batch: DEFAULT_MAX_BATCH,
+            batch_lanes: DEFAULT_BATCH_LANES,
         }
     }
 }
@@ -117,6 +150,18 @@ impl PgOptions {
     /// Pools at most `n` connections (at least 1).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// Sends at most `n` claims or moves per statement (1: no batching).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// Runs `n` claim batches (and `n` move batches) at once.
+    pub fn batch_lanes(mut self, n: usize) -> Self {
+        self.batch_lanes = n;
         self
     }
 
@@ -175,6 +220,9 @@ pub struct PgStore {
     options: PgOptions,
     queries: Arc<Queries>,
     clock: ClockOffset,
+    /// Claims and moves outside the user's transaction (`None`: one
+    /// statement per call, on the pool).
+    batcher: Option<Arc<batcher::Batcher>>,
 }
 
 impl fmt::Debug for PgStore {
@@ -201,6 +249,14 @@ impl PgStore {
     /// Like [`PgStore::connect`] with `options`. Refuses an invalid schema
     /// name with [`Error::Invalid`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self> {
+        Self::connect_sharing_clock(url, options, ClockOffset::default()).await
+    }
+
+    async fn connect_sharing_clock(
+        url: &str,
+        options: PgOptions,
+        clock: ClockOffset,
+    ) -> Result<Self> {
         validate_schema(&options.schema)?;
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| {
@@ -224,6 +280,24 @@ impl PgStore {
         })?
         .map_err(map_err(url))?;
         let _ = probe.close().await;
+        let queries = Arc::new(Queries::new(&options.schema));
+        let batcher = (options.max_batch > 1).then(|| {
+            let shared = batcher::Shared {
+                // Named apart from the pool's connections, for operators.
+                connect: connect
+                    .clone()
+                    .application_name("onceonly-batch")
+                    .options(sql::BATCH_SETTINGS.iter().copied()),
+                url: url.to_owned(),
+                queries: queries.clone(),
+                clock: clock.clone(),
+            };
+            Arc::new(batcher::Batcher::start(
+                Arc::new(shared),
+                options.batch_lanes,
+                options.max_batch,
+            ))
+        });
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
@@ -235,18 +309,23 @@ impl PgStore {
         Ok(Self {
             pool,
             url: url.to_owned(),
-            queries: Arc::new(Queries::new(&options.schema)),
+            queries,
             options,
-            clock: ClockOffset::default(),
+            clock,
+            batcher,
         })
     }
 
     /// Another store on the same database and schema with its own pool,
     /// sharing this store's clock offset (a second worker, in tests).
     pub async fn reconnect(&self) -> Result<Self> {
-        let mut other = Self::connect_with(&self.url, self.options.clone()).await?;
-        other.clock = self.clock.clone();
-        Ok(other)
+        Self::connect_sharing_clock(&self.url, self.options.clone(), self.clock.clone()).await
+    }
+
+    /// What the batcher has done so far; `None` when batching is off
+    /// ([`PgOptions::max_batch`] 1).
+    pub fn batch_stats(&self) -> Option<BatchStats> {
+        self.batcher.as_ref().map(|b| b.stats())
     }
 
     /// The pool, for the user's own queries.
@@ -313,6 +392,9 @@ impl Store for PgStore {
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.claim(p).await;
+        }
         let mut conn = self.conn().await?;
         self.op_claim_in(&mut conn, p).await
     }
@@ -343,6 +425,9 @@ impl Store for PgStore {
     }
 
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.complete(p).await;
+        }
         let mut tx = self.begin().await?;
         let completed = self
             .queries
@@ -354,6 +439,9 @@ impl Store for PgStore {
     }
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.move_op(p).await;
+        }
         let mut conn = self.conn().await?;
         self.op_move_in(&mut conn, p).await
     }
@@ -446,6 +534,9 @@ impl Store for PgStore {
     }
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
+        if let Some(batcher) = &self.batcher {
+            return batcher.claim_queued(p).await;
+        }
         self.queries
             .claim_batch(&mut *self.conn().await?, self.offset(), p)
             .await

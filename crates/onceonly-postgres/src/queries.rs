@@ -37,11 +37,66 @@ const MIGRATE_LOCK: &str = include_str!("../queries/migrate_lock.sql");
 const MIGRATE_SETUP: &str = include_str!("../queries/migrate_setup.sql");
 const MIGRATE_APPLIED: &str = include_str!("../queries/migrate_applied.sql");
 const MIGRATE_RECORD: &str = include_str!("../queries/migrate_record.sql");
+const CLAIM_MANY: &str = include_str!("../queries/claim_many.sql");
+const GET_MANY: &str = include_str!("../queries/get_many.sql");
+const MOVE_MANY: &str = include_str!("../queries/move_many.sql");
 
 /// The schema the query files are written with.
 const FILE_SCHEMA: &str = "onceonly";
 
 type Res<T> = Result<T, sqlx::Error>;
+
+/// [`OpClaim`]s as the arrays `claim_many.sql` binds, one element per claim.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimColumns<'a> {
+    pub(crate) job_types: Vec<&'a str>,
+    pub(crate) op_keys: Vec<&'a str>,
+    pub(crate) owners: Vec<&'a str>,
+    pub(crate) fingerprints: Vec<&'a str>,
+    pub(crate) payloads: Vec<Option<&'a str>>,
+    pub(crate) leases: Vec<i64>,
+}
+
+impl<'a> ClaimColumns<'a> {
+    pub(crate) fn push(&mut self, p: &OpClaim<'a>) {
+        self.job_types.push(p.job_type);
+        self.op_keys.push(p.op_key);
+        self.owners.push(p.owner);
+        self.fingerprints.push(p.fingerprint);
+        self.payloads.push(p.payload);
+        self.leases.push(millis(p.lease));
+    }
+}
+
+/// [`OpMove`]s as the arrays `move_many.sql` binds, one element per move.
+#[derive(Debug, Default)]
+pub(crate) struct MoveColumns<'a> {
+    pub(crate) job_types: Vec<&'a str>,
+    pub(crate) op_keys: Vec<&'a str>,
+    pub(crate) tokens: Vec<i64>,
+    pub(crate) from: Vec<&'static str>,
+    pub(crate) to: Vec<&'static str>,
+    pub(crate) external_refs: Vec<Option<&'a str>>,
+    pub(crate) results: Vec<Option<&'a str>>,
+    pub(crate) errors: Vec<Option<&'a str>>,
+    pub(crate) unless_cancel_requested: Vec<bool>,
+    pub(crate) retry_after: Vec<i64>,
+}
+
+impl<'a> MoveColumns<'a> {
+    pub(crate) fn push(&mut self, p: &OpMove<'a>) {
+        self.job_types.push(p.job_type);
+        self.op_keys.push(p.op_key);
+        self.tokens.push(p.token);
+        self.from.push(p.from.as_str());
+        self.to.push(p.to.as_str());
+        self.external_refs.push(p.external_ref);
+        self.results.push(p.result);
+        self.errors.push(p.error);
+        self.unless_cancel_requested.push(p.unless_cancel_requested);
+        self.retry_after.push(p.retry_after.map_or(0, millis));
+    }
+}
 
 /// `sql` with every `onceonly` identifier (the schema the files are written
 /// with) replaced by `schema`, quoted. `schema` must be a valid identifier.
@@ -89,6 +144,9 @@ pub(crate) struct Queries {
     migrate_setup: String,
     migrate_applied: String,
     migrate_record: String,
+    claim_many: String,
+    get_many: String,
+    move_many: String,
 }
 
 impl Queries {
@@ -116,6 +174,9 @@ impl Queries {
             migrate_setup: q(MIGRATE_SETUP),
             migrate_applied: q(MIGRATE_APPLIED),
             migrate_record: q(MIGRATE_RECORD),
+            claim_many: q(CLAIM_MANY),
+            get_many: q(GET_MANY),
+            move_many: q(MOVE_MANY),
         }
     }
 
@@ -388,6 +449,79 @@ impl Queries {
         rows.iter().map(audit_from_row).collect()
     }
 
+    /// Claims every operation of `c` in one statement (`c`: each key once,
+    /// sorted). Returns the rows claimed: job type, key and the claim.
+    pub(crate) async fn claim_many(
+        &self,
+        ex: &mut PgConnection,
+        offset: i64,
+        c: &ClaimColumns<'_>,
+    ) -> Res<Vec<(String, String, Claim)>> {
+        let rows = sqlx::query(&self.claim_many)
+            .bind(offset)
+            .bind(&c.job_types)
+            .bind(&c.op_keys)
+            .bind(&c.owners)
+            .bind(&c.fingerprints)
+            .bind(&c.payloads)
+            .bind(&c.leases)
+            .fetch_all(ex)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("job_type")?,
+                    r.try_get("op_key")?,
+                    claim_from_row(r)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The records of the (job type, key) pairs that exist.
+    pub(crate) async fn get_many(
+        &self,
+        ex: &mut PgConnection,
+        offset: i64,
+        job_types: &[&str],
+        op_keys: &[&str],
+    ) -> Res<Vec<Snapshot>> {
+        let rows = sqlx::query(&self.get_many)
+            .bind(offset)
+            .bind(job_types)
+            .bind(op_keys)
+            .fetch_all(ex)
+            .await?;
+        rows.iter().map(snapshot_from_row).collect()
+    }
+
+    /// Moves every operation of `m` in one statement (`m`: each key once,
+    /// sorted). Returns the (job type, key) of the rows moved.
+    pub(crate) async fn move_many(
+        &self,
+        ex: &mut PgConnection,
+        offset: i64,
+        m: &MoveColumns<'_>,
+    ) -> Res<Vec<(String, String)>> {
+        let rows = sqlx::query(&self.move_many)
+            .bind(offset)
+            .bind(&m.job_types)
+            .bind(&m.op_keys)
+            .bind(&m.tokens)
+            .bind(&m.from)
+            .bind(&m.to)
+            .bind(&m.external_refs)
+            .bind(&m.results)
+            .bind(&m.errors)
+            .bind(&m.unless_cancel_requested)
+            .bind(&m.retry_after)
+            .fetch_all(ex)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("job_type")?, r.try_get("op_key")?)))
+            .collect()
+    }
+
     /// Inside the caller's transaction: takes the migration lock `lock_key`,
     /// creates the schema and its migrations table, and applies the
     /// migrations not yet recorded there. Returns how many it applied.
@@ -463,6 +597,9 @@ mod tests {
             &q.migrate_setup,
             &q.migrate_applied,
             &q.migrate_record,
+            &q.claim_many,
+            &q.get_many,
+            &q.move_many,
         ] {
             assert!(sql.contains(r#""t_1"."#), "{sql}");
             assert!(!sql.contains("onceonly"), "{sql}");

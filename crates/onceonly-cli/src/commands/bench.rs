@@ -1,14 +1,17 @@
 //! `onceonly bench`: guarded operations against the same SQL statements run
 //! raw, in the same process and the same run, on SQLite and PostgreSQL, at
-//! concurrency 1 and 16, for a no-op keyed effect and a local effect.
+//! concurrency 1 and 16, for a no-op keyed effect and a local effect. On
+//! PostgreSQL, keyed rows also run the minimal two-statement operation raw
+//! (by sqlx, and by pgbench when installed): what the database can do.
 
+mod minimal;
 mod relay;
 mod targets;
 
 use std::future::Future;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use onceonly::{EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload};
 use serde::Serialize;
@@ -56,6 +59,15 @@ pub struct Args {
     /// Concurrent claim loops of the relay and of its raw baseline.
     #[arg(long, default_value_t = 4)]
     relay_workers: usize,
+    /// PostgreSQL: claims or moves per batch statement at most (1: no batching).
+    #[arg(long, default_value_t = onceonly_postgres::DEFAULT_MAX_BATCH)]
+    pg_max_batch: usize,
+    /// PostgreSQL: batch statements in flight per kind (claims, moves).
+    #[arg(long, default_value_t = onceonly_postgres::DEFAULT_BATCH_LANES)]
+    pg_lanes: usize,
+    /// PostgreSQL keyed rows: skip the minimal operation's baselines.
+    #[arg(long)]
+    no_minimal: bool,
 }
 
 /// One measured line.
@@ -72,6 +84,14 @@ struct Row {
     raw_p50_ms: f64,
     raw_p99_ms: f64,
     ratio: f64,
+    /// The minimal two-statement operation by sqlx (PostgreSQL keyed).
+    minimal_ops_per_s: Option<f64>,
+    /// The same by pgbench, when installed.
+    pgbench_ops_per_s: Option<f64>,
+    /// Guarded over pgbench's minimal operation.
+    vs_pgbench: Option<f64>,
+    /// PostgreSQL: calls per batch statement in the guarded run.
+    calls_per_batch: Option<f64>,
 }
 
 /// Runs every measurement and prints it.
@@ -94,7 +114,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
                 let target = SqliteTarget::new(args.sqlite_connections).await?;
                 measure_all(&target, &args, &mut rows).await?;
             }
-            "postgres" => match PgTarget::new(&pg_url).await {
+            "postgres" => match pg_target(&pg_url, &args).await {
                 Ok(target) => {
                     let measured = measure_all(&target, &args, &mut rows).await;
                     target.drop_schema().await;
@@ -121,7 +141,7 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 let target = SqliteTarget::new(args.sqlite_connections).await?;
                 relay::measure(&target, &relay_args(args)).await?;
             }
-            "postgres" => match PgTarget::new(pg_url).await {
+            "postgres" => match pg_target(pg_url, args).await {
                 Ok(target) => {
                     let measured = relay::measure(&target, &relay_args(args)).await;
                     target.drop_schema().await;
@@ -134,6 +154,17 @@ async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
     }
     println!("peak memory (VmHWM): {:.1} MiB", peak_rss_mib());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The PostgreSQL target, the store batching as `args` say. Its pool (the
+/// raw and minimal sqlx baselines, local effects) keeps 16 connections, so
+/// that pgbench's 64 clients still fit under the server's default limit of
+/// 100 connections.
+async fn pg_target(url: &str, args: &Args) -> anyhow::Result<PgTarget> {
+    let options = onceonly_postgres::PgOptions::default()
+        .max_batch(args.pg_max_batch)
+        .batch_lanes(args.pg_lanes);
+    PgTarget::new(url, 16, options).await
 }
 
 fn relay_args(args: &Args) -> relay::RelayArgs<'_> {
@@ -167,9 +198,31 @@ async fn measure_all<T: BenchTarget>(
                 }
             })
             .await?;
+            let batches_before = target.batch_stats();
             let guarded = match effect {
                 "keyed" => guarded_keyed(target, args.ops, concurrency, &prefix).await?,
                 _ => guarded_local(target, args.ops, concurrency, &prefix).await?,
+            };
+            let calls_per_batch = batches_before
+                .zip(target.batch_stats())
+                .map(|(a, b)| (b.calls - a.calls) as f64 / (b.batches - a.batches).max(1) as f64);
+            let (minimal, pgbench) = match target.minimal() {
+                Some(m) if effect == "keyed" && !args.no_minimal => {
+                    let by_sqlx = timed(args.ops, concurrency, |i| {
+                        let key = format!("min-{prefix}-{i}");
+                        async move { m.op(&key).await }
+                    })
+                    .await?;
+                    let by_pgbench = match m.pgbench(concurrency, args.ops).await {
+                        Ok(tps) => tps,
+                        Err(e) => {
+                            eprintln!("bench: pgbench baseline skipped: {e:#}");
+                            None
+                        }
+                    };
+                    (Some(by_sqlx.ops_per_s), by_pgbench)
+                }
+                _ => (None, None),
             };
             let row = Row {
                 store: T::NAME,
@@ -183,6 +236,10 @@ async fn measure_all<T: BenchTarget>(
                 raw_p50_ms: raw.p50_ms,
                 raw_p99_ms: raw.p99_ms,
                 ratio: guarded.ops_per_s / raw.ops_per_s,
+                minimal_ops_per_s: minimal,
+                pgbench_ops_per_s: pgbench,
+                vs_pgbench: pgbench.map(|p| guarded.ops_per_s / p),
+                calls_per_batch,
             };
             if args.json {
                 println!("{}", serde_json::to_string(&row)?);
@@ -263,13 +320,15 @@ where
     use futures::stream::{self, StreamExt, TryStreamExt};
     let op = Arc::new(op);
     let start = Instant::now();
-    let mut latencies: Vec<Duration> = stream::iter(0..ops)
+    // Microseconds as u32 (4 bytes an operation): 200k operations keep
+    // under a megabyte of latencies, so peak memory does not grow with --ops.
+    let mut latencies: Vec<u32> = stream::iter(0..ops)
         .map(|i| {
             let op = op.clone();
             async move {
                 let t = Instant::now();
                 op(i).await?;
-                Ok::<_, anyhow::Error>(t.elapsed())
+                Ok::<_, anyhow::Error>(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX))
             }
         })
         .buffer_unordered(concurrency.max(1))
@@ -279,7 +338,7 @@ where
     latencies.sort_unstable();
     let pct = |p: f64| {
         let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
-        latencies[i].as_secs_f64() * 1000.0
+        f64::from(latencies[i]) / 1000.0
     };
     Ok(Timing {
         ops_per_s: ops as f64 / elapsed.as_secs_f64(),
@@ -290,7 +349,7 @@ where
 
 fn print_header() {
     println!(
-        "{:<9} {:<6} {:>4} {:>11} {:>8} {:>8} {:>11} {:>8} {:>8} {:>6}",
+        "{:<9} {:<6} {:>4} {:>11} {:>8} {:>8} {:>11} {:>8} {:>8} {:>6} {:>10} {:>10} {:>7} {:>6}",
         "store",
         "effect",
         "conc",
@@ -300,13 +359,19 @@ fn print_header() {
         "raw/s",
         "p50 ms",
         "p99 ms",
-        "ratio"
+        "ratio",
+        "minimal/s",
+        "pgbench/s",
+        "vs pgb",
+        "batch"
     );
 }
 
 fn print_row(r: &Row) {
+    let or_dash =
+        |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     println!(
-        "{:<9} {:<6} {:>4} {:>11.0} {:>8.3} {:>8.3} {:>11.0} {:>8.3} {:>8.3} {:>6.2}",
+        "{:<9} {:<6} {:>4} {:>11.0} {:>8.3} {:>8.3} {:>11.0} {:>8.3} {:>8.3} {:>6.2} {:>10} {:>10} {:>7} {:>6}",
         r.store,
         r.effect,
         r.concurrency,
@@ -316,7 +381,11 @@ fn print_row(r: &Row) {
         r.raw_ops_per_s,
         r.raw_p50_ms,
         r.raw_p99_ms,
-        r.ratio
+        r.ratio,
+        or_dash(r.minimal_ops_per_s, 0),
+        or_dash(r.pgbench_ops_per_s, 0),
+        or_dash(r.vs_pgbench, 2),
+        or_dash(r.calls_per_batch, 1)
     );
 }
 

@@ -11,6 +11,8 @@ use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
 use sqlx::Row;
 
+use super::minimal::Minimal;
+
 const LEASE_MS: i64 = 30_000;
 
 /// A database to measure on.
@@ -30,6 +32,14 @@ pub trait BenchTarget: Sync {
     fn analyze(&self) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// The statement that inserts one row in the user's table (`$1`/`?1`: the key).
     fn effect_sql(&self) -> String;
+    /// What the store's batcher did so far (PostgreSQL only).
+    fn batch_stats(&self) -> Option<onceonly_postgres::BatchStats> {
+        None
+    }
+    /// The minimal two-statement operation, run raw (PostgreSQL only).
+    fn minimal(&self) -> Option<&Minimal> {
+        None
+    }
     /// The local effect: runs `sql` for the operation's key.
     fn insert_effect<'c>(
         sql: String,
@@ -188,6 +198,7 @@ async fn sqlite_complete<'e>(
 /// PostgreSQL in a fresh schema, dropped afterwards.
 pub struct PgTarget {
     store: PgStore,
+    minimal: Minimal,
     schema: String,
     claim_sql: String,
     move_sql: String,
@@ -195,13 +206,13 @@ pub struct PgTarget {
 }
 
 impl PgTarget {
-    pub async fn new(url: &str) -> anyhow::Result<Self> {
+    /// A fresh schema; the pool holds up to `connections` (the raw
+    /// baselines run on it; the guard's keyed calls on the store's lanes).
+    pub async fn new(url: &str, connections: u32, options: PgOptions) -> anyhow::Result<Self> {
         let schema = format!("bench_{}", std::process::id());
-        let store = PgStore::connect_with(
-            url,
-            PgOptions::default().schema(&schema).max_connections(16),
-        )
-        .await?;
+        let store =
+            PgStore::connect_with(url, options.schema(&schema).max_connections(connections))
+                .await?;
         store.migrate().await?;
         sqlx::query(&format!(
             "CREATE TABLE \"{schema}\".bench_effects (op_key TEXT PRIMARY KEY)"
@@ -209,6 +220,7 @@ impl PgTarget {
         .execute(store.pool())
         .await?;
         Ok(Self {
+            minimal: Minimal::new(store.pool(), url, &schema).await?,
             claim_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::CLAIM, &schema),
             move_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::MOVE, &schema),
             insert_sql: format!("INSERT INTO \"{schema}\".bench_effects (op_key) VALUES ($1)"),
@@ -305,6 +317,14 @@ impl BenchTarget for PgTarget {
 
     fn effect_sql(&self) -> String {
         self.insert_sql.clone()
+    }
+
+    fn minimal(&self) -> Option<&Minimal> {
+        Some(&self.minimal)
+    }
+
+    fn batch_stats(&self) -> Option<onceonly_postgres::BatchStats> {
+        self.store.batch_stats()
     }
 
     async fn insert_effect<'c>(
