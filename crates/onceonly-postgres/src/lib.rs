@@ -26,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod operator;
 mod queries;
 
 /// The SQL text of the statements that decide who acts, for baselines (the
@@ -71,6 +72,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "audit",
         sql: include_str!("../migrations/0002_audit.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "operator",
+        sql: include_str!("../migrations/0003_operator.sql"),
     },
 ];
 

@@ -13,7 +13,9 @@ use onceonly::{idempotency_key, validate_job_type, validate_op_key, Payload};
 use serde_json::Value;
 
 fn corpus(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../protocol/corpus").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../protocol/corpus")
+        .join(name)
 }
 
 fn read(name: &str) -> Value {
@@ -43,7 +45,11 @@ fn payloads_canonicalise_and_fingerprint_as_the_corpus_says() {
             case["fingerprint"] = Value::from(payload.fingerprint.clone());
         }
         assert_eq!(case["canonical"], Value::from(canonical), "{name}");
-        assert_eq!(case["fingerprint"], Value::from(payload.fingerprint), "{name}");
+        assert_eq!(
+            case["fingerprint"],
+            Value::from(payload.fingerprint),
+            "{name}"
+        );
     }
     if bless {
         let text = serde_json::to_string_pretty(&file).unwrap() + "\n";
@@ -66,7 +72,10 @@ fn keys_and_job_types_are_accepted_and_refused_as_the_corpus_says() {
         assert!(validate_job_type(&job).is_ok(), "{job:?} should be valid");
     }
     for job in strings("/job_types/invalid") {
-        assert!(validate_job_type(&job).is_err(), "{job:?} should be refused");
+        assert!(
+            validate_job_type(&job).is_err(),
+            "{job:?} should be refused"
+        );
     }
     for key in strings("/op_keys/valid") {
         assert!(validate_op_key(&key).is_ok(), "{key:?} should be valid");
