@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cancel;
 pub mod check;
 pub mod config;
+pub mod console;
 pub mod enqueue;
 pub mod held;
 pub mod history;
