@@ -124,7 +124,8 @@ pub(crate) async fn stylesheet() -> Response {
 }
 
 /// Headers on every response: no script may run (there is none), no other
-/// site may frame the pages, nothing is cached or sent as a referrer.
+/// site may frame the pages, nothing is cached or sent to another site as
+/// a referrer.
 pub(crate) async fn security_headers(mut res: Response) -> Response {
     let h = res.headers_mut();
     let set = |h: &mut axum::http::HeaderMap, name: &'static str, value: &'static str| {
@@ -141,7 +142,10 @@ pub(crate) async fn security_headers(mut res: Response) -> Response {
     );
     set(h, "x-frame-options", "DENY");
     set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
+    // same-origin, not no-referrer: under no-referrer a browser sends
+    // `Origin: null` with a form, and the Origin check could not tell
+    // this site's forms from a sandboxed page's.
+    set(h, "referrer-policy", "same-origin");
     if !h.contains_key(CACHE_CONTROL) {
         set(h, "cache-control", "no-store");
     }

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use onceonly::operator::OperatorStore;
-use onceonly::store::{ClaimRow, OpClaim, OpTakeOver};
-use onceonly::{Payload, State, Store};
+use onceonly::store::{ClaimRow, OpAudit, OpClaim, OpTakeOver};
+use onceonly::{AuditKind, Payload, State, Store};
 use onceonly_console::{router, Options};
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
@@ -166,5 +166,19 @@ pub async fn held_with<S: Store>(store: &S, job: &str, key: &str, payload: &Payl
         .await
         .unwrap();
     assert!(taken.is_some(), "{job}:{key}: the take-over into held");
+    // What the guard's sweep appends after such a take-over.
+    store
+        .op_audit(&OpAudit {
+            job_type: job,
+            op_key: key,
+            event: AuditKind::TakeOver,
+            actor: "worker-sweeper",
+            token: stale + 1,
+            from: Some(State::Claimed),
+            to: Some(State::Held),
+            detail: Some("lease over, outcome unknown: held for a person"),
+        })
+        .await
+        .unwrap();
     stale + 1
 }
