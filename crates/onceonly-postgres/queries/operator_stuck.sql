@@ -1,6 +1,6 @@
 -- One page of stuck claims (claimed, lease over; $2: one job type, or all
--- when NULL), oldest claim first: the live claims are an index range of
--- ops_updated. $3: page size (NULL: all), $4: rows skipped.
+-- when NULL), oldest claim first, through the partial index of live claims.
+-- $3: page size (NULL: all), $4: rows skipped.
 SELECT * FROM onceonly.ops
 WHERE state = 'claimed'
   AND lease_until <= ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1)

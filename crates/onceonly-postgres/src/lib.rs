@@ -74,9 +74,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0002_audit.sql"),
     },
     Migration {
-        version: 3,
+        version: 4,
         name: "operator",
-        sql: include_str!("../migrations/0003_operator.sql"),
+        sql: include_str!("../migrations/0004_operator.sql"),
     },
 ];
 
