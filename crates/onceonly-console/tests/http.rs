@@ -406,7 +406,112 @@ async fn no_secrets_on_pages<S: OperatorStore + Clone>(store: S) {
     }
 }
 
+async fn stuck_lists_page_and_filter<S: OperatorStore + Clone>(url: &str, store: S) {
+    let payload = Payload::none();
+    for i in 0..5 {
+        dead_claim(&store, "sync_crm", &format!("stuck-{i}"), &payload).await;
+    }
+    dead_claim(&store, "charge_card", "stuck-card", &payload).await;
+    let mut o = options(url);
+    o.page_size = 2;
+    let base = serve(store, o).await;
+    let c = logged_in(&base, "alice", Some(TOKEN)).await;
+    let (_, overview) = get(&c, &format!("{base}/")).await;
+    assert!(
+        overview.contains("<b>6</b><span>stuck claims"),
+        "{overview}"
+    );
+
+    let mut seen = Vec::new();
+    let mut next = Some("/stuck?job=sync_crm".to_owned());
+    while let Some(path) = next {
+        let (status, page) = get(&c, &format!("{base}{path}")).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("5 stuck of job type sync_crm"), "{page}");
+        let rows: Vec<String> = (0..5)
+            .map(|i| format!("stuck-{i}"))
+            .filter(|k| page.contains(&format!(">{k}<")))
+            .collect();
+        assert!(rows.len() <= 2, "a page holds at most 2: {rows:?}");
+        assert!(
+            !page.contains("stuck-card"),
+            "the filter keeps other job types out"
+        );
+        seen.extend(rows);
+        next = page
+            .split("id=\"next\"")
+            .next()
+            .filter(|_| page.contains("id=\"next\""))
+            .and_then(|before| before.rsplit("href=\"").next())
+            .map(|href| href.trim_end_matches("\" ").replace("&#38;", "&"));
+    }
+    let want: Vec<String> = (0..5).map(|i| format!("stuck-{i}")).collect();
+    assert_eq!(
+        seen, want,
+        "every stuck claim once, oldest first, over three pages"
+    );
+    let (_, all) = get(&c, &format!("{base}/stuck")).await;
+    assert!(all.contains("6 stuck,"), "{all}");
+}
+
+async fn cancel_withdraws_a_completed_operation<S: OperatorStore + Clone>(url: &str, store: S) {
+    use onceonly::{EffectKind, Guard, JobSpec};
+    use onceonly_http::test_server::{Mode, TestServer};
+    let server = TestServer::start(Mode::Keyed).await.unwrap();
+    let destination =
+        onceonly_http::HttpDestination::new(&server.base_url(), std::time::Duration::from_secs(5))
+            .unwrap();
+    let job = "send_invite";
+    let guard = Guard::new(store.clone(), JobSpec::new(job, EffectKind::Keyed)).unwrap();
+    let payload = Payload::parse(r#"{"to":"b@example.com"}"#).unwrap();
+    guard.run("invite-1", &payload, &destination).await.unwrap();
+    let done = ops::get(&store, job, "invite-1").await.unwrap().record;
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(server.live("send_invite:invite-1"), 1);
+
+    // Without a destination the page offers no cancel for it.
+    let base = serve(store.clone(), options(url)).await;
+    let c = logged_in(&base, "alice", Some(TOKEN)).await;
+    let (_, page) = get(&c, &format!("{base}{}", op_path(job, "invite-1"))).await;
+    assert!(!page.contains("id=\"cancel-form\""), "{page}");
+    assert!(page.contains("needs a destination"), "{page}");
+
+    let mut o = options(url);
+    o.destination = Some(destination);
+    let base = serve(store.clone(), o).await;
+    let c = logged_in(&base, "alice", Some(TOKEN)).await;
+    let path = op_path(job, "invite-1");
+    let (_, page) = get(&c, &format!("{base}{path}")).await;
+    let form = [
+        ("job", job.to_owned()),
+        ("key", "invite-1".to_owned()),
+        ("state", field(&page, "state")),
+        ("token", field(&page, "token")),
+        ("csrf", field(&page, "csrf")),
+    ];
+    let res = c
+        .post(format!("{base}/op/cancel"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    let (_, after) = get(&c, &format!("{base}{path}")).await;
+    assert!(after.contains("withdrawn at the destination"), "{after}");
+    assert_eq!(server.live("send_invite:invite-1"), 0, "the item is gone");
+    let now = ops::get(&store, job, "invite-1").await.unwrap().record;
+    assert_eq!(now.state, State::Cancelled);
+    let last = store.op_history(job, "invite-1").await.unwrap();
+    let last = last.last().unwrap();
+    assert_eq!(
+        (last.event, last.actor.as_str()),
+        (AuditKind::Cancelled, "alice (console)")
+    );
+}
+
 async fn all<S: OperatorStore + Clone>(url: &str, store: S) {
+    stuck_lists_page_and_filter(url, store.clone()).await;
+    cancel_withdraws_a_completed_operation(url, store.clone()).await;
     pages_need_a_login(url, store.clone()).await;
     resolve_from_the_page(url, store.clone()).await;
     a_stale_form_changes_nothing(url, store.clone()).await;
