@@ -23,9 +23,12 @@ mod actions;
 mod auth;
 mod error;
 mod pages;
+mod reports;
 mod view;
 
+use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +54,24 @@ pub struct Options {
     pub window: Duration,
     /// Rows per page of the held and stuck lists.
     pub page_size: u32,
+    /// The settings file (`onceonly.toml`) the check page reads, afresh on
+    /// every view.
+    pub config: Option<PathBuf>,
+    /// The user's table the repeats page reports on (in the same database).
+    pub repeats: Option<onceonly_tools::repeats::Request>,
+    /// The database URL itself, for the repeats report's own read-only
+    /// connection; never shown or logged.
+    db_url: Secret,
+}
+
+/// A string kept out of `Debug` output.
+#[derive(Clone)]
+struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
 }
 
 impl Options {
@@ -64,6 +85,9 @@ impl Options {
             database: onceonly::db_url::redact(db_url),
             window: Duration::from_secs(3600),
             page_size: 50,
+            config: None,
+            repeats: None,
+            db_url: Secret(db_url.to_owned()),
         }
     }
 }
@@ -108,6 +132,8 @@ pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
         .route("/op", get(pages::operation::<S>))
         .route("/op/resolve", post(actions::resolve::<S>))
         .route("/op/cancel", post(actions::cancel::<S>))
+        .route("/check", get(reports::check::<S>))
+        .route("/repeats", get(reports::repeats::<S>))
         .route("/login", get(auth::login_page::<S>).post(auth::login::<S>))
         .route("/logout", post(auth::logout::<S>))
         .route("/console.css", get(view::stylesheet))

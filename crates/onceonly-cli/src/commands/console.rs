@@ -3,12 +3,14 @@
 //! the flags, opens the database and hands over.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use onceonly_console::{check_listen, serve, Options};
 use onceonly_http::HttpDestination;
+use onceonly_tools::repeats::Request;
 
 use crate::store::{open_migrated, with_store};
 
@@ -32,6 +34,19 @@ pub struct Args {
     /// How far back the overview counts finished operations and events.
     #[arg(long, default_value = "1h", value_parser = onceonly::parse_duration)]
     window: Duration,
+    /// The settings file the check page reads (as `onceonly check --config`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The repeats page: your table holding one row per effect (as
+    /// `onceonly repeats --table`), in the same database.
+    #[arg(long, requires_all = ["repeats_key", "repeats_at"])]
+    repeats_table: Option<String>,
+    /// The repeats page: the column holding the operation's key.
+    #[arg(long, requires = "repeats_table")]
+    repeats_key: Option<String>,
+    /// The repeats page: the column holding when the row was written.
+    #[arg(long, requires = "repeats_table")]
+    repeats_at: Option<String>,
 }
 
 /// Serves the console until stopped.
@@ -40,6 +55,19 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     options.token = args.token.filter(|t| !t.is_empty());
     options.read_only = args.read_only;
     options.window = args.window;
+    options.config = args.config;
+    if let (Some(table), Some(key), Some(at)) =
+        (args.repeats_table, args.repeats_key, args.repeats_at)
+    {
+        options.repeats = Some(Request {
+            table,
+            key,
+            at,
+            deploys: Vec::new(),
+            retry_window: Duration::from_secs(300),
+            deploy_window: Duration::from_secs(600),
+        });
+    }
     options.destination = args
         .http
         .as_deref()
