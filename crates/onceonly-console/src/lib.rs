@@ -39,8 +39,9 @@ use onceonly_http::HttpDestination;
 
 pub use error::ConsoleError;
 
-/// How the console runs.
-#[derive(Debug, Clone)]
+/// How the console runs. Its `Debug` output shows neither the token nor the
+/// database's password.
+#[derive(Clone)]
 pub struct Options {
     /// The token a person gives at login. Required to listen beyond loopback.
     pub token: Option<String>,
@@ -62,6 +63,24 @@ pub struct Options {
     /// The database URL itself, for the repeats report's own read-only
     /// connection; never shown or logged.
     db_url: Secret,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("read_only", &self.read_only)
+            .field(
+                "destination",
+                &self.destination.as_ref().map(|d| d.base_url()),
+            )
+            .field("database", &self.database)
+            .field("window", &self.window)
+            .field("page_size", &self.page_size)
+            .field("config", &self.config)
+            .field("repeats", &self.repeats)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A string kept out of `Debug` output.
