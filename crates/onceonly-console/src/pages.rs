@@ -171,11 +171,12 @@ async fn list<S: OperatorStore>(
     let size = app.options.page_size;
     let offset = (page - 1).saturating_mul(u64::from(size));
     // One row past the page says whether there is a next one.
-    let (mut records, now) =
-        operator::list(&app.store, which, job.as_deref(), Some(size + 1), offset).await?;
+    let ((mut records, now), live) = tokio::try_join!(
+        operator::list(&app.store, which, job.as_deref(), Some(size + 1), offset),
+        app.store.op_counts_live(),
+    )?;
     let more = records.len() > size as usize;
     records.truncate(size as usize);
-    let live = app.store.op_counts_live().await?;
     let mut jobs: Vec<String> = live.iter().map(|c| c.job_type.clone()).collect();
     jobs.dedup();
     let total = live

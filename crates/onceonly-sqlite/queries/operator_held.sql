@@ -1,7 +1,13 @@
 -- One page of held operations (?2: one job type, or all when NULL), oldest
--- claim first. The partial index holds only held rows, so the sort costs
--- the held rows, never the history. ?3: page size (-1: all), ?4: rows skipped.
-SELECT * FROM onceonly_ops INDEXED BY onceonly_ops_held
-WHERE state = 'held' AND (?2 IS NULL OR job_type = ?2)
-ORDER BY coalesce(claimed_at, created_at), job_type, op_key
-LIMIT ?3 OFFSET ?4
+-- claim first. The page's keys come from the partial index of held rows
+-- alone (it holds the sort columns), and only the page's rows are read from
+-- the table. ?3: page size (-1: all), ?4: rows skipped.
+SELECT o.* FROM (
+    SELECT job_type, op_key, coalesce(claimed_at, created_at) AS started
+    FROM onceonly_ops INDEXED BY onceonly_ops_held
+    WHERE state = 'held' AND (?2 IS NULL OR job_type = ?2)
+    ORDER BY started, job_type, op_key
+    LIMIT ?3 OFFSET ?4
+) AS page
+JOIN onceonly_ops AS o ON o.job_type = page.job_type AND o.op_key = page.op_key
+ORDER BY page.started, page.job_type, page.op_key

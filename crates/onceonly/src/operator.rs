@@ -223,10 +223,13 @@ impl Overview {
 /// Reads the overview; `window` is how far back finished records and audit
 /// events are counted.
 pub async fn overview<S: OperatorStore>(store: &S, window: Duration) -> Result<Overview> {
-    let live = store.op_counts_live().await?;
-    let finished = store.op_counts_finished(window).await?;
-    let events = store.op_counts_events(window).await?;
-    let now = store.now().await?;
+    // Asked together: one round trip's wait instead of four.
+    let (live, finished, events, now) = futures::try_join!(
+        store.op_counts_live(),
+        store.op_counts_finished(window),
+        store.op_counts_events(window),
+        store.now(),
+    )?;
     Ok(Overview {
         now,
         window,
