@@ -12,6 +12,9 @@
 //!     --db postgres://postgres@127.0.0.1:5432/test --records 1000000
 //! ```
 //!
+//! `--pg-extra-sql FILE` runs FILE's statements (naming the schema
+//! `onceonly`) after the fill, to measure another set of indexes.
+//!
 //! A fresh SQLite file, or a fresh schema on PostgreSQL, is filled with
 //! `--records` records over eight job types, their updates spread over the
 //! last seven days: 96% completed, 2% failed, 1% cancelled, 0.5% queued,
@@ -32,6 +35,9 @@ const WINDOW: Duration = Duration::from_secs(3600);
 const SPREAD_MS: i64 = 7 * 24 * 3600 * 1000;
 
 struct Args {
+    /// Statements run after the fill, in the store's schema (PostgreSQL):
+    /// to measure another set of indexes.
+    extra_sql: Option<String>,
     db: String,
     records: i64,
     iterations: usize,
@@ -39,6 +45,7 @@ struct Args {
 
 fn args() -> Args {
     let mut a = Args {
+        extra_sql: None,
         db: "sqlite:///tmp/onceonly-console-bench.db".into(),
         records: 1_000_000,
         iterations: 200,
@@ -50,6 +57,9 @@ fn args() -> Args {
             "--db" => a.db = value,
             "--records" => a.records = value.parse().expect("--records N"),
             "--iterations" => a.iterations = value.parse().expect("--iterations N"),
+            "--pg-extra-sql" => {
+                a.extra_sql = Some(std::fs::read_to_string(&value).expect("--pg-extra-sql FILE"))
+            }
             other => panic!("unknown flag {other}"),
         }
     }
@@ -330,6 +340,11 @@ async fn postgres(a: &Args) {
     .execute(store.pool())
     .await
     .unwrap();
+    if let Some(extra) = &a.extra_sql {
+        let extra = onceonly_postgres::sql::in_schema(extra, &schema);
+        sqlx::raw_sql(&extra).execute(store.pool()).await.unwrap();
+        println!("ran --pg-extra-sql in {schema}");
+    }
     sqlx::query(&format!("ANALYZE {schema}.ops"))
         .execute(store.pool())
         .await
@@ -371,8 +386,14 @@ async fn postgres(a: &Args) {
     ];
     for (name, sql, args) in plans {
         let sql = onceonly_postgres::sql::in_schema(sql, &schema);
+        // The parameters' types, as the store binds them.
+        let types = match args.matches(',').count() {
+            0 => "bigint",
+            1 => "bigint, bigint",
+            _ => "bigint, text, bigint, bigint",
+        };
         let mut conn = store.pool().acquire().await.unwrap();
-        sqlx::query(&format!("PREPARE p AS {sql}"))
+        sqlx::query(&format!("PREPARE p({types}) AS {sql}"))
             .execute(&mut *conn)
             .await
             .unwrap();
