@@ -178,7 +178,11 @@ async fn background<S: Store>(store: &S) {
     }
 }
 
+// Ignored in the workspace's test run, which CI starts before the console's
+// step has installed the browser; .ci/steps/60-console.sh runs it with
+// --include-ignored, and it fails there (never skips) without Chromium.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Debian's chromium and chromium-driver: run by .ci/steps/60-console.sh"]
 async fn resolve_a_held_operation_in_chromium() {
     let Some(d) = driver("resolve_a_held_operation_in_chromium") else {
         return;
