@@ -50,6 +50,9 @@ enum Command {
     History(commands::history::Args),
     /// Find past repeats in your own table (read-only): key, count, gaps, pattern.
     Repeats(commands::repeats::Args),
+    /// Delete finished records (completed, failed, cancelled) older than a
+    /// duration, with their audit trail; never claimed, queued or held ones.
+    Purge(commands::purge::Args),
     /// Check onceonly.toml against the timing rules and the records.
     Check(commands::check::Args),
     /// Run the replay scenarios: duplicates, concurrency, crashes.
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
             Command::Resolve(args) => commands::resolve::run(&db, args).await,
             Command::History(args) => commands::history::run(&db, args).await,
             Command::Repeats(args) => commands::repeats::run(&db, args).await,
+            Command::Purge(args) => commands::purge::run(&db, args).await,
             Command::Check(args) => commands::check::run(&db, args).await,
             Command::Replay(args) => commands::replay::run(&db, args).await,
             Command::Bench(args) => commands::bench::run(&db, args).await,

@@ -203,3 +203,85 @@ fn a_broken_timing_rule_stops_run_before_it_starts() {
         text(&out)
     );
 }
+
+#[test]
+fn read_only_commands_create_nothing_and_name_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.db");
+    let db = format!("sqlite://{}", path.display());
+    for args in [
+        &["inspect"][..],
+        &["held"],
+        &["stuck"],
+        &["history", "--job", "j", "--key", "k"],
+    ] {
+        let out = oo(&db, args);
+        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("no SQLite database"),
+            "{args:?} names the missing file: {err}"
+        );
+        assert!(!path.exists(), "{args:?} created {}", path.display());
+    }
+
+    // A file without onceonly's tables is not given any either.
+    std::fs::File::create(&path).unwrap();
+    let out = oo(&db, &["inspect"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no onceonly tables"),
+        "{}",
+        text(&out)
+    );
+    let out = oo(&db, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = oo(&db, &["inspect", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn keys_a_destination_cannot_carry_are_refused_at_enqueue() {
+    let db = sqlite_url();
+    assert!(oo(&db, &["migrate"]).status.success());
+    let job = unique_job("badkey");
+    for key in ["line\nbreak", "bell\u{7}", "crlf\r\n", "trailing "] {
+        let out = oo(
+            &db,
+            &["enqueue", "--job", &job, "--key", key, "--payload", "{}"],
+        );
+        assert!(
+            !out.status.success(),
+            "{key:?} was accepted: {}",
+            text(&out)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("operation key"),
+            "{}",
+            text(&out)
+        );
+    }
+    let lines =
+        "{\"key\": \"ok-1\", \"payload\": {}}\n{\"key\": \"bad\\u0001\", \"payload\": {}}\n";
+    let out = oo_stdin(
+        &db,
+        &["enqueue", "--job", &job, "--jsonl", "-"],
+        Some(lines),
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        inspect(&db, &job).is_empty(),
+        "all or nothing: nothing queued"
+    );
+}
+
+#[test]
+fn a_sqlite_file_that_cannot_be_opened_is_named() {
+    let out = oo("sqlite:///nonexistent-dir-for-onceonly/x.db", &["migrate"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir-for-onceonly/x.db"),
+        "{}",
+        text(&out)
+    );
+}

@@ -68,13 +68,17 @@ async fn held_and_stuck_are_listed_oldest_first<S: Store>(db: &str, store: &S) {
     let job = unique_job("held");
     let other = unique_job("held-other");
     // Older first, named so that key order would put them the other way.
+    // The rows are written on a clock a minute behind (the binary reads on
+    // the real one), moved on by a second between the older and the newer.
+    store.clock_offset().rewind(Duration::from_secs(60));
     dead_claim(store, &job, "z-stuck-old", "worker-1").await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.clock_offset().advance(Duration::from_secs(1));
     dead_claim(store, &job, "a-stuck-new", "worker-2").await;
     held(store, &job, "y-held-old").await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.clock_offset().advance(Duration::from_secs(1));
     held(store, &job, "b-held-new").await;
     held(store, &other, "elsewhere").await;
+    store.clock_offset().advance(Duration::from_secs(58));
     // A live claim is neither stuck nor held.
     let payload = Payload::none();
     store
@@ -149,6 +153,10 @@ async fn held_and_stuck_are_listed_oldest_first<S: Store>(db: &str, store: &S) {
     // Nothing of an unknown job type.
     let none = json_lines(&oo(db, &["stuck", "--job", &unique_job("none"), "--json"]));
     assert!(none.is_empty());
+    for (which, says) in [("stuck", "no stuck claims"), ("held", "no held operations")] {
+        let out = oo(db, &[which, "--job", &unique_job("none")]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), says);
+    }
 }
 
 async fn resolve_every_way<S: Store>(db: &str, store: &S) {

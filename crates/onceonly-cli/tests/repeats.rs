@@ -246,6 +246,20 @@ fn hostile_names_are_refused(db: &str, table: &str, count: impl Fn() -> i64) {
     let out = repeats(db, "no_such_table", "order_id", "at_text", &[]);
     assert!(!out.status.success());
     assert!(text(&out).contains("no_such_table"), "{}", text(&out));
+    // A misspelt column is named, on SQLite too (which would otherwise read
+    // "order_idd" as a string literal and call every row a repeat).
+    for (k, a, flag, missing) in [
+        ("order_idd", "at_text", "--key", "order_idd"),
+        ("order_id", "at_txet", "--at", "at_txet"),
+    ] {
+        let out = repeats(db, table, k, a, &[]);
+        assert!(!out.status.success(), "{k} {a}: {}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains(flag) && said.contains(missing) && said.contains("its columns: "),
+            "{said}"
+        );
+    }
 }
 
 fn rt() -> tokio::runtime::Runtime {

@@ -34,6 +34,7 @@ struct Inner {
     calls: HashMap<String, u32>,
     live: HashMap<String, bool>,
     withdrawals: HashMap<String, u32>,
+    abandoned: HashMap<String, u32>,
     script: Vec<EffectOutcome>,
     withdraw_fails: Option<String>,
 }
@@ -98,6 +99,14 @@ impl CountingEffect {
             .unwrap_or(false)
     }
 
+    /// How many `perform`s of `op_key` were dropped (stopped) before they
+    /// reached the destination. A dropped future never runs again, so such
+    /// a perform can never act later: no need to wait and see.
+    pub fn abandoned(&self, op_key: &str) -> u32 {
+        let inner = self.inner.lock().unwrap();
+        inner.abandoned.get(op_key).copied().unwrap_or(0)
+    }
+
     /// How many withdraws of `op_key`'s item succeeded.
     pub fn withdrawals(&self, op_key: &str) -> u32 {
         let inner = self.inner.lock().unwrap();
@@ -120,12 +129,25 @@ impl CountingEffect {
 
 impl Effect for CountingEffect {
     async fn perform(&self, ctx: &EffectCtx) -> EffectOutcome {
+        // Counts the perform as abandoned if it is dropped before it acts.
+        struct Pending<'a>(&'a Mutex<Inner>, &'a str, bool);
+        impl Drop for Pending<'_> {
+            fn drop(&mut self) {
+                if !self.2 {
+                    let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+                    *inner.abandoned.entry(self.1.to_owned()).or_default() += 1;
+                }
+            }
+        }
+        let mut pending = Pending(&self.inner, &ctx.op_key, false);
         if let Some(hook) = &self.hook {
             hook(ctx.clone()).await;
         }
         if let Some(delay) = self.delay {
             tokio::time::sleep(delay).await;
         }
+        pending.2 = true;
+        drop(pending);
         let mut inner = self.inner.lock().unwrap();
         *inner.calls.entry(ctx.op_key.clone()).or_default() += 1;
         let scripted = inner.script.pop();

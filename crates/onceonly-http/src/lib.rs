@@ -35,11 +35,11 @@ impl HttpDestination {
     /// bounded by `request_timeout`.
     pub fn new(base_url: &str, request_timeout: Duration) -> onceonly::Result<Self> {
         let parsed = reqwest::Url::parse(base_url).map_err(|e| {
-            onceonly::Error::Invalid(format!("--http {base_url:?} is not a URL: {e}"))
+            onceonly::Error::Invalid(format!("destination {base_url:?} is not a URL: {e}"))
         })?;
         if !matches!(parsed.scheme(), "http") {
             return Err(onceonly::Error::Invalid(format!(
-                "--http {base_url:?}: only http:// destinations are supported in this build"
+                "destination {base_url:?}: only http:// destinations are supported in this build"
             )));
         }
         let client = reqwest::Client::builder()
@@ -69,10 +69,15 @@ impl HttpDestination {
     }
 }
 
-/// What a send's transport error means: refused before any byte was
-/// written is not sent; anything later may have reached the destination.
+/// What a send's transport error means: a request that could not be built,
+/// or a connection refused before any byte was written, is not sent; anything
+/// later may have reached the destination.
 pub fn classify_send_error(e: &reqwest::Error) -> EffectOutcome {
-    if e.is_connect() {
+    if e.is_builder() {
+        EffectOutcome::NotSent(format!(
+            "the request could not be built, nothing was sent: {e}"
+        ))
+    } else if e.is_connect() {
         EffectOutcome::NotSent(format!("connection failed before sending: {e}"))
     } else if e.is_timeout() {
         EffectOutcome::Unknown(format!("timed out after sending: {e}"))
@@ -214,6 +219,21 @@ impl Effect for HttpDestination {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_not_sent() {
+        // Port 9 (discard) is never reached: the header fails first.
+        let err = reqwest::Client::new()
+            .post("http://127.0.0.1:9/items")
+            .header("Idempotency-Key", "job:a\nb")
+            .send()
+            .await
+            .unwrap_err();
+        match classify_send_error(&err) {
+            EffectOutcome::NotSent(why) => assert!(why.contains("could not be built"), "{why}"),
+            other => panic!("a request never built was classified {other:?}"),
+        }
+    }
 
     #[test]
     fn every_response_class_maps_as_the_design_says() {

@@ -139,8 +139,9 @@ fn json_id(code: StatusCode, id: &str) -> Response {
 async fn create(State(s): State<Shared>, headers: HeaderMap) -> Response {
     let Some(key) = headers
         .get("Idempotency-Key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+        // onceonly sends keys as UTF-8 bytes (an HTTP header's obs-text);
+        // `to_str` would take ASCII only.
+        .and_then(|v| String::from_utf8(v.as_bytes().to_vec()).ok())
     else {
         return (StatusCode::BAD_REQUEST, "Idempotency-Key header required").into_response();
     };

@@ -265,6 +265,16 @@ impl PgStore {
         &self.options.schema
     }
 
+    /// Whether the schema holds onceonly's tables (`migrate` has run).
+    pub async fn has_tables(&self) -> Result<bool> {
+        let found: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            .bind(format!("\"{}\".ops", self.schema()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err(&self.url))?;
+        Ok(found.is_some())
+    }
+
     fn err(&self) -> impl Fn(sqlx::Error) -> Error + '_ {
         map_err(&self.url)
     }
@@ -302,9 +312,10 @@ impl Store for PgStore {
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
+        // Mapped like every other statement (the URL is not at hand here).
         tx.commit()
             .await
-            .map_err(|e| Error::Database(e.to_string()))
+            .map_err(map_err("the transaction's database"))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -322,7 +333,7 @@ impl Store for PgStore {
             Some(claim) => Ok(ClaimRow::Claimed(claim)),
             None => match self.op_get_in(conn, p.job_type, p.op_key).await? {
                 Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
-                None => Err(Error::Database(format!(
+                None => Err(Error::db_other(format!(
                     "{}:{} conflicted on claim but is gone (purged meanwhile?)",
                     p.job_type, p.op_key
                 ))),
@@ -433,7 +444,7 @@ impl Store for PgStore {
         }
         match self.op_get_in(conn, p.job_type, p.op_key).await? {
             Some(snap) => Ok(Enqueued::Existing(Box::new(snap.record))),
-            None => Err(Error::Database(format!(
+            None => Err(Error::db_other(format!(
                 "{}:{} conflicted on enqueue but is gone (purged meanwhile?)",
                 p.job_type, p.op_key
             ))),
@@ -456,7 +467,7 @@ impl Store for PgStore {
         if affected == 1 {
             Ok(())
         } else {
-            Err(Error::Database(format!(
+            Err(Error::db_other(format!(
                 "audit append for {}:{} inserted {affected} rows",
                 p.job_type, p.op_key
             )))

@@ -22,11 +22,7 @@ const ENV_KIND: &str = "ONCEONLY_REPLAY_TEST_KIND";
 const ENV_JOB: &str = "ONCEONLY_REPLAY_TEST_JOB";
 const ENV_HTTP: &str = "ONCEONLY_REPLAY_TEST_HTTP";
 
-/// The test database for PostgreSQL: env `ONCEONLY_TEST_PG`, or the local default.
-fn pg_url() -> String {
-    std::env::var("ONCEONLY_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+use onceonly_sqlx::test_db::pg_url;
 
 /// Not a test: the worker process the harness starts (this binary, running
 /// only this function). Ignored, so a normal test run does not count it as
@@ -190,14 +186,9 @@ async fn pg_unavailable(url: &str) -> Option<String> {
 async fn sigkill_on_postgres() {
     let url = pg_url();
     if let Some(why) = pg_unavailable(&url).await {
-        let url = onceonly::db_url::redact(&url);
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("PostgreSQL at {url} unreachable under CI=true: {why}");
+        if onceonly_sqlx::test_db::skip_unreachable("sigkill_on_postgres", &why) {
+            return;
         }
-        eprintln!(
-            "\n*** SKIPPED sigkill_on_postgres: PostgreSQL at {url} unreachable: {why} (set CI=true to fail instead) ***\n"
-        );
-        return;
     }
     let schema = new_schema();
     let store = PgStore::connect_with(&url, PgOptions::default().schema(&schema))

@@ -20,6 +20,80 @@
 //! store.migrate().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## A local effect: claim, your write and completion in one transaction
+//!
+//! [`Guard::run_local`](onceonly::Guard::run_local) opens a transaction on
+//! the store's pool, claims, runs your closure on that transaction's
+//! connection, completes and commits; an error from the closure rolls all of
+//! it back ([`onceonly::Error::LocalEffect`] keeps your error as its source).
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> onceonly::Result<()> {
+//! use onceonly::{EffectCtx, EffectKind, Guard, JobSpec, Outcome, Payload};
+//! let guard = Guard::new(store, JobSpec::new("add_loyalty_points", EffectKind::Local))?;
+//! let payload = Payload::parse(r#"{"customer": 7, "points": 50}"#)?;
+//! let outcome = guard
+//!     .run_local("order-42", &payload, |conn, ctx: &EffectCtx| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO points (op_key, customer, points) VALUES (?1, ?2, ?3)")
+//!                 .bind(&ctx.op_key)
+//!                 .bind(ctx.payload["customer"].as_i64())
+//!                 .bind(ctx.payload["points"].as_i64())
+//!                 .execute(&mut *conn)
+//!                 .await?;
+//!             Ok(serde_json::json!({ "added": 50 }))
+//!         })
+//!     })
+//!     .await?;
+//! // A redelivery finds it done and gets the stored result back.
+//! assert!(matches!(outcome, Outcome::Done { .. }));
+//! # Ok(()) }
+//! ```
+//!
+//! ## In a transaction of your own
+//!
+//! [`Guard::claim_in`](onceonly::Guard::claim_in) and
+//! [`Guard::complete_in`](onceonly::Guard::complete_in) do the same inside a
+//! transaction you opened, with other writes of yours around them.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{EffectKind, Guard, JobSpec, LocalStart, Payload};
+//! let guard = Guard::new(store.clone(), JobSpec::new("ledger_entry", EffectKind::Local))?;
+//! let mut tx = store.pool().begin().await?;
+//! match guard.claim_in(&mut tx, "invoice-9", &Payload::none()).await? {
+//!     LocalStart::Claimed(claim) => {
+//!         sqlx::query("INSERT INTO ledger (op_key, cents) VALUES (?1, 1200)")
+//!             .bind(&claim.ctx.op_key)
+//!             .execute(&mut *tx)
+//!             .await?;
+//!         guard.complete_in(&mut tx, &claim, &serde_json::Value::Null).await?;
+//!         tx.commit().await?;
+//!     }
+//!     LocalStart::Settled(outcome) => println!("nothing to do: {outcome:?}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## The outbox: queue an outside call with your business write
+//!
+//! [`onceonly::ops::enqueue_in`] queues the operation in your transaction:
+//! it exists if and only if your write commits. `onceonly run` (or a
+//! [`Relay`](onceonly::relay::Relay) in your process) then sends it once.
+//!
+//! ```no_run
+//! # async fn demo(store: onceonly_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly::{ops, Payload};
+//! let mut tx = store.pool().begin().await?;
+//! sqlx::query("UPDATE orders SET state = 'paid' WHERE id = 42")
+//!     .execute(&mut *tx)
+//!     .await?;
+//! let payload = Payload::parse(r#"{"order": 42, "to": "ana@example.com"}"#)?;
+//! ops::enqueue_in(&store, &mut tx, "send_receipt", "order-42", &payload, None).await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 mod checkpoint;
@@ -58,7 +132,7 @@ use onceonly::store::{
     Claim, ClaimRow, Enqueued, Heartbeat, OpAudit, OpClaim, OpClaimBatch, OpCompleteBatch,
     OpEnqueue, OpHeartbeat, OpList, OpMove, OpPurge, OpRequestCancel, OpTakeOver,
 };
-use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Record, Result, Snapshot, State, Store};
+use onceonly::{AuditEvent, ClockOffset, DbTime, Error, Move, Record, Result, Snapshot, Store};
 use onceonly_sqlx::{map_err, Migration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
@@ -135,7 +209,10 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await
-            .map_err(map_err(url))?;
+            .map_err(|e| Error::Unreachable {
+                url: onceonly::db_url::redact(url),
+                reason: format!("cannot open {}: {e}", options.get_filename().display()),
+            })?;
         // The pool created the file and put it in WAL mode.
         let writer =
             Writer::open(options.get_filename(), BUSY_TIMEOUT).map_err(|e| Error::Unreachable {
@@ -148,6 +225,32 @@ impl SqliteStore {
             url: url.to_owned(),
             clock: ClockOffset::default(),
         })
+    }
+
+    /// Opens the file at `url` only if it exists: for commands that only
+    /// read, which must not leave an empty database behind a mistyped path.
+    pub async fn connect_existing(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?;
+        let path = options.get_filename();
+        if !path.is_file() {
+            return Err(Error::Invalid(format!(
+                "no SQLite database at {}: nothing to read (`onceonly migrate` creates one)",
+                path.display()
+            )));
+        }
+        Self::connect(url).await
+    }
+
+    /// Whether the file holds onceonly's tables (`migrate` has run).
+    pub async fn has_tables(&self) -> Result<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'onceonly_ops'",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(self.err())?;
+        Ok(found.is_some())
     }
 
     /// Another store on the same file with its own connections, sharing this
@@ -186,9 +289,9 @@ impl SqliteStore {
     }
 
     fn gone(what: &str, job_type: &str, op_key: &str) -> Error {
-        Error::Database(format!(
-            "{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)"
-        ))
+        let why =
+            format!("{job_type}:{op_key} conflicted on {what} but is gone (purged meanwhile?)");
+        Error::db_other(why)
     }
 
     /// One statement on the store's connection; its affected-row count.
@@ -221,9 +324,10 @@ impl Store for SqliteStore {
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
+        // Mapped like every other statement (the URL is not at hand here).
         tx.commit()
             .await
-            .map_err(|e| Error::Database(e.to_string()))
+            .map_err(map_err("the transaction's database"))
     }
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
@@ -277,16 +381,10 @@ impl Store for SqliteStore {
             .items
             .iter()
             .map(|c| {
-                let mut m = OpMove::new(
-                    p.job_type,
-                    c.op_key,
-                    c.token,
-                    State::Claimed,
-                    State::Completed,
-                );
-                m.unless_cancel_requested = true;
-                m.external_ref = c.external_ref;
-                m.result = Some(c.result);
+                let m = Move::Complete
+                    .op(p.job_type, c.op_key, c.token)
+                    .with_external_ref(c.external_ref)
+                    .with_result(c.result);
                 (c.op_key.to_owned(), queries::move_op(self.offset(), &m))
             })
             .collect();
@@ -414,7 +512,7 @@ impl Store for SqliteStore {
         if affected == 1 {
             Ok(())
         } else {
-            Err(Error::Database(format!(
+            Err(Error::db_other(format!(
                 "audit append for {}:{} inserted {affected} rows",
                 p.job_type, p.op_key
             )))
@@ -434,7 +532,7 @@ impl Store for SqliteStore {
             .writer
             .call(move |c| direct::optional(c, &q, direct::now))
             .await?;
-        now.ok_or_else(|| Error::Database("SELECT now returned no row".into()))
+        now.ok_or_else(|| Error::db_other("SELECT now returned no row"))
     }
 
     fn clock_offset(&self) -> &ClockOffset {

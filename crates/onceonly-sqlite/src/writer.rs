@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use onceonly::{BoxError, Error, Result};
+use onceonly::{BoxError, DbError, DbErrorKind, Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
@@ -26,7 +26,7 @@ const MAX_GROUP: usize = 256;
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Tells a caller how the group's commit went.
-type Finish = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
+type Finish = Box<dyn FnOnce(std::result::Result<(), &DbError>) + Send>;
 
 /// Runs on the connection inside the group's transaction (`None`: it could
 /// not start), then finishes once the group's fate is known.
@@ -132,9 +132,11 @@ impl Writer {
             Box::new(move |committed| {
                 let answer = match (outcome, committed) {
                     (Some(Ok(value)), Ok(())) => Ok(value),
-                    (Some(Err(e)), Ok(())) => Err(Error::Database(e.to_string())),
-                    (_, Err(why)) => Err(Error::Database(why.to_owned())),
-                    (None, Ok(())) => Err(Error::Database("the call was not run".into())),
+                    (Some(Err(e)), Ok(())) => Err(db_error(e, "a statement failed").into()),
+                    (_, Err(why)) => Err(why.clone().into()),
+                    (None, Ok(())) => {
+                        Err(DbError::msg(DbErrorKind::Other, "the call was not run").into())
+                    }
                 };
                 // The caller may have gone (its future dropped): nothing to tell.
                 let _ = reply.send(answer);
@@ -152,14 +154,16 @@ impl Writer {
     {
         let (reply, answer) = oneshot::channel::<Result<T>>();
         let call = Call::Read(Box::new(move |conn| {
-            let _ = reply.send(f(conn).map_err(|e| Error::Database(e.to_string())));
+            let _ = reply.send(f(conn).map_err(|e| db_error(e, "a read failed").into()));
         }));
         self.send(call, answer).await
     }
 
     async fn send<T>(&self, call: Call, answer: oneshot::Receiver<Result<T>>) -> Result<T> {
-        let stopped =
-            || Error::Database(format!("the SQLite writer for {} has stopped", self.path));
+        let stopped = || {
+            let why = format!("the SQLite writer for {} has stopped", self.path);
+            Error::Db(DbError::msg(DbErrorKind::Other, why))
+        };
         self.calls.send(call).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -229,7 +233,7 @@ struct Group {
     /// How each call is answered once the transaction's fate is known.
     finishes: Vec<Finish>,
     /// `BEGIN` failed: every call of the group is told why.
-    failed_to_begin: Option<String>,
+    failed_to_begin: Option<DbError>,
 }
 
 impl Group {
@@ -241,7 +245,7 @@ impl Group {
     fn run(&mut self, conn: &Connection, write: Write) {
         if self.finishes.is_empty() {
             if let Err(e) = run(conn, "BEGIN IMMEDIATE") {
-                self.failed_to_begin = Some(format!("could not start a transaction: {e}"));
+                self.failed_to_begin = Some(db_error(e, "could not start a transaction"));
             }
         }
         let conn = self.failed_to_begin.is_none().then_some(conn);
@@ -268,13 +272,25 @@ impl Group {
                 // A failed COMMIT may leave the transaction open; end it so
                 // the next group starts clean.
                 let _ = conn.execute_batch("ROLLBACK");
-                let why = format!("commit failed, nothing of this call was written: {e}");
+                let why = db_error(e, "commit failed, nothing of this call was written");
                 self.finishes
                     .into_iter()
                     .for_each(|finish| finish(Err(&why)));
             }
         }
     }
+}
+
+/// A SQLite error with its kind: a constraint, the file busy or locked
+/// (serialization), or other; `doing` says what failed.
+pub(crate) fn db_error(e: rusqlite::Error, doing: &str) -> DbError {
+    use rusqlite::ErrorCode as C;
+    let kind = match e.sqlite_error_code() {
+        Some(C::ConstraintViolation) => DbErrorKind::Constraint,
+        Some(C::DatabaseBusy | C::DatabaseLocked) => DbErrorKind::Serialization,
+        _ => DbErrorKind::Other,
+    };
+    DbError::new(kind, format!("{doing}: {e}"), e)
 }
 
 /// One statement without arguments, prepared once per connection.
@@ -303,6 +319,29 @@ fn in_savepoint<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SQLite's refusals keep their kind: a constraint, and the file locked
+    /// by another connection (retry), each with rusqlite's error as source.
+    #[test]
+    fn sqlite_errors_keep_their_kind_and_cause() {
+        use std::error::Error as _;
+        let (_dir, path) = file_with_table();
+        let conn = Connection::open(&path).unwrap();
+        let null = conn
+            .execute("INSERT INTO t (x) VALUES (NULL)", [])
+            .unwrap_err();
+        let e = db_error(null, "insert");
+        assert_eq!(e.kind(), DbErrorKind::Constraint, "{e}");
+        assert!(e.source().is_some());
+
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        conn.busy_timeout(Duration::ZERO).unwrap();
+        let busy = conn.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+        let e = db_error(busy, "begin");
+        assert_eq!(e.kind(), DbErrorKind::Serialization, "{e}");
+        holder.execute_batch("ROLLBACK").unwrap();
+    }
 
     fn file_with_table() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

@@ -223,3 +223,60 @@ async fn a_new_claim_reports_what_it_stored() {
         claim.claimed_at
     );
 }
+
+/// The user's own error from a local effect, kept as the error's source.
+#[derive(Debug)]
+struct CardDeclined;
+
+impl std::fmt::Display for CardDeclined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("card declined")
+    }
+}
+
+impl std::error::Error for CardDeclined {}
+
+#[tokio::test]
+async fn a_failed_local_effect_keeps_the_users_error_and_leaves_nothing() {
+    use onceonly::{EffectCtx, EffectKind, Error, Guard, JobSpec, Payload};
+    let store = fresh().await;
+    sqlx::query("CREATE TABLE charges (op_key TEXT PRIMARY KEY)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let guard = Guard::new(store.clone(), JobSpec::new("charge", EffectKind::Local)).unwrap();
+    let err = guard
+        .run_local("order-7", &Payload::none(), |conn, ctx: &EffectCtx| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO charges (op_key) VALUES (?1)")
+                    .bind(&ctx.op_key)
+                    .execute(&mut *conn)
+                    .await?;
+                Err(Box::new(CardDeclined) as onceonly::BoxError)
+            })
+        })
+        .await
+        .unwrap_err();
+    match &err {
+        Error::LocalEffect { op_key, source, .. } => {
+            assert_eq!(op_key, "order-7");
+            assert!(
+                source.downcast_ref::<CardDeclined>().is_some(),
+                "{source:?}"
+            );
+        }
+        other => panic!("expected LocalEffect, got {other:?}"),
+    }
+    assert!(std::error::Error::source(&err).is_some());
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM charges")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, 0, "the effect's row rolled back");
+    assert!(
+        onceonly::ops::get(&store, "charge", "order-7")
+            .await
+            .is_err(),
+        "no record"
+    );
+}

@@ -4,8 +4,10 @@
 //! the store crates.
 #![forbid(unsafe_code)]
 
+pub mod test_db;
+
 use onceonly::columns::{self, Columns};
-use onceonly::{Error, Record, Snapshot};
+use onceonly::{DbError, DbErrorKind, Error, Record, Snapshot};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// One embedded migration: its number, its name and its SQL.
@@ -19,8 +21,10 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-/// Maps a driver error to onceonly's error, naming the URL (redacted) when
-/// the database could not be reached.
+/// Maps a driver error to onceonly's error: [`Error::Unreachable`], URL
+/// redacted, when the database could not be reached; otherwise
+/// [`Error::Db`] with its kind (constraint, serialization, timeout, other)
+/// and the driver's error as its source.
 pub fn map_err(url: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
     move |e| match e {
         sqlx::Error::Io(_)
@@ -37,7 +41,36 @@ pub fn map_err(url: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
                 reason: db.to_string(),
             }
         }
-        other => Error::Database(other.to_string()),
+        sqlx::Error::Database(ref db) => {
+            let kind = db_kind(db.kind(), db.code().as_deref());
+            Error::Db(DbError::new(kind, db.to_string(), e))
+        }
+        other => Error::Db(DbError::new(DbErrorKind::Other, other.to_string(), other)),
+    }
+}
+
+/// The kind of a database's refusal, from sqlx's kind and the SQLSTATE
+/// (PostgreSQL) or result code (SQLite).
+pub fn db_kind(kind: sqlx::error::ErrorKind, code: Option<&str>) -> DbErrorKind {
+    use sqlx::error::ErrorKind as K;
+    match kind {
+        K::UniqueViolation | K::ForeignKeyViolation | K::NotNullViolation | K::CheckViolation => {
+            return DbErrorKind::Constraint
+        }
+        _ => {}
+    }
+    match code {
+        // serialization_failure, deadlock_detected
+        Some("40001" | "40P01") => DbErrorKind::Serialization,
+        // query_canceled (statement_timeout), lock_not_available (lock_timeout)
+        Some("57014" | "55P03") => DbErrorKind::Timeout,
+        // SQLite: SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
+        Some(code) => match code.parse::<i32>().map(|c| c & 0xff) {
+            Ok(5 | 6) => DbErrorKind::Serialization,
+            Ok(19) => DbErrorKind::Constraint,
+            _ => DbErrorKind::Other,
+        },
+        None => DbErrorKind::Other,
     }
 }
 
@@ -138,4 +171,34 @@ where
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
     columns::audit_event(&SqlxRow(row))
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+    use sqlx::error::ErrorKind as K;
+
+    #[test]
+    fn refusals_map_to_their_kind() {
+        let cases = [
+            (K::UniqueViolation, Some("23505"), DbErrorKind::Constraint),
+            (K::NotNullViolation, Some("23502"), DbErrorKind::Constraint),
+            (K::Other, Some("40001"), DbErrorKind::Serialization),
+            (K::Other, Some("40P01"), DbErrorKind::Serialization),
+            (K::Other, Some("57014"), DbErrorKind::Timeout),
+            (K::Other, Some("55P03"), DbErrorKind::Timeout),
+            // SQLite: BUSY, BUSY_SNAPSHOT (517), LOCKED, CONSTRAINT_UNIQUE (2067)
+            (K::Other, Some("5"), DbErrorKind::Serialization),
+            (K::Other, Some("517"), DbErrorKind::Serialization),
+            (K::Other, Some("6"), DbErrorKind::Serialization),
+            (K::Other, Some("2067"), DbErrorKind::Constraint),
+            (K::Other, Some("1"), DbErrorKind::Other),
+            (K::Other, Some("42P01"), DbErrorKind::Other),
+            (K::Other, None, DbErrorKind::Other),
+        ];
+        for (kind, code, expected) in cases {
+            let what = format!("{kind:?} {code:?}");
+            assert_eq!(db_kind(kind, code), expected, "{what}");
+        }
+    }
 }

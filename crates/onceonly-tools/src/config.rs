@@ -12,6 +12,7 @@
 //! redelivery_timeout = "5m"      # the queue's visibility timeout, ack wait, ...
 //! lock_lifetime = "1m"           # any lock held around the job
 //! max_retries = 3
+//! retention = "30d"              # a running relay purges finished records older than this
 //! ```
 //!
 //! A file that does not parse, names an unknown field or holds a bad value
@@ -57,6 +58,8 @@ pub struct JobSettings {
     pub lock_lifetime: Option<Duration>,
     /// Retries of an unknown or not-sent outcome under one claim.
     pub max_retries: Option<u32>,
+    /// A running relay purges this job type's finished records older than this.
+    pub retention: Option<Duration>,
 }
 
 impl JobSettings {
@@ -99,7 +102,12 @@ impl Config {
         let de = toml::de::Deserializer::parse(text)
             .map_err(|e| format!("{}: not valid TOML: {}", at(e.span()), e.message().trim()))?;
         let file: FileDe = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
+            // toml's Spanned wrapper shows up in the path under its serde
+            // name; the user wrote only the field.
+            let field = e
+                .path()
+                .to_string()
+                .replace(".$__serde_spanned_private_value", "");
             let inner = e.inner();
             if field.is_empty() || field == "." {
                 format!("{}: {}", at(inner.span()), inner.message().trim())
@@ -151,6 +159,7 @@ impl Config {
                 redelivery_timeout: job.redelivery_timeout.map(|d| d.0),
                 lock_lifetime: job.lock_lifetime.map(|d| d.0),
                 max_retries: job.max_retries,
+                retention: job.retention.map(|d| d.0),
             };
             jobs.insert(job_type, settings);
         }
@@ -194,7 +203,7 @@ struct FileDe {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table of job settings")]
 struct JobDe {
     effect: Spanned<EffectName>,
     policy: Option<Spanned<StalePolicyName>>,
@@ -205,6 +214,7 @@ struct JobDe {
     redelivery_timeout: Option<Dur>,
     lock_lifetime: Option<Dur>,
     max_retries: Option<u32>,
+    retention: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -294,6 +304,7 @@ destination = "http://127.0.0.1:9/"
 redelivery_timeout = "5m"
 lock_lifetime = "1m"
 max_retries = 2
+retention = "30d"
 
 [jobs.charge]
 effect = "keyed"
@@ -309,6 +320,8 @@ effect = "keyed"
         assert_eq!(spec.lock_lifetime, Some(Duration::from_secs(60)));
         assert_eq!(spec.max_retries, 2);
         assert_eq!(s.destination.as_deref(), Some("http://127.0.0.1:9/"));
+        assert_eq!(s.retention, Some(Duration::from_secs(30 * 24 * 3600)));
+        assert_eq!(c.job("charge").unwrap().retention, None);
         let charge = c.job("charge").unwrap().spec();
         assert_eq!(charge, JobSpec::new("charge", EffectKind::Keyed));
         let err = c.job("nope").unwrap_err().to_string();
@@ -381,5 +394,14 @@ effect = "keyed"
         assert!(err.contains("not valid TOML"), "{err}");
         let err = parse("[job.a]\neffect = \"keyed\"\n").unwrap_err();
         assert!(err.contains("unknown field `job`"), "{err}");
+        // No serde internals in what the user reads.
+        let err = parse("[jobs.a]\neffect = \"keyed\"\ndestination = 5\n").unwrap_err();
+        assert!(
+            err.contains("field jobs.a.destination: invalid type"),
+            "{err}"
+        );
+        let err = parse("[jobs]\na = 5\n").unwrap_err();
+        assert!(err.contains("expected a table of job settings"), "{err}");
+        assert!(!err.contains("JobDe") && !err.contains("$__"), "{err}");
     }
 }

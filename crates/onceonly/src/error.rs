@@ -1,5 +1,7 @@
 //! The one error type of the protocol crate.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::record::Record;
@@ -68,14 +70,47 @@ pub enum Error {
         reason: String,
     },
 
-    /// Any other database error.
+    /// The database refused or failed a statement; [`DbError::kind`] says
+    /// how (a constraint, a serialization failure, a timeout, other), and
+    /// its source is the driver's error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+
+    /// A database error known only by its text (callers outside the stores
+    /// that have no kind to give; the stores return [`Error::Db`]).
     #[error("database error: {0}")]
     Database(String),
+
+    /// A row kept changing under an operation that re-reads and retries
+    /// (a cancel racing workers); nothing was written. Try again.
+    #[error("{job_type}:{op_key} kept changing while {doing}; try again")]
+    Contended {
+        /// Job type.
+        job_type: String,
+        /// Operation key.
+        op_key: String,
+        /// What was being done.
+        doing: &'static str,
+    },
 
     /// A fault injected at a named point (tests and the replay harness): the
     /// worker stopped there as if its process had died.
     #[error("injected crash at {0}")]
     InjectedCrash(crate::fault::FaultPoint),
+
+    /// A local effect returned an error: its transaction rolled back, so
+    /// neither its writes nor the claim were kept. The user's own error is
+    /// the source.
+    #[error("local effect of {job_type}:{op_key} failed, its transaction rolled back: {source}")]
+    LocalEffect {
+        /// Job type of the operation.
+        job_type: String,
+        /// Operation key.
+        op_key: String,
+        /// What the effect returned.
+        #[source]
+        source: crate::guard::BoxError,
+    },
 
     /// The effect did not finish within the job timeout and was stopped.
     #[error("effect timed out after {0:?}")]
@@ -84,3 +119,102 @@ pub enum Error {
 
 /// `Result` with the protocol's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a database statement failed: what the caller can do next depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DbErrorKind {
+    /// A constraint refused the write (unique, not null, check, foreign key).
+    Constraint,
+    /// A serialization failure or deadlock (PostgreSQL), or the file busy
+    /// or locked (SQLite): the transaction may be retried.
+    Serialization,
+    /// A statement, lock or pool wait timed out.
+    Timeout,
+    /// Anything else (a bad row, a driver fault, a stopped writer).
+    Other,
+}
+
+impl fmt::Display for DbErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DbErrorKind::Constraint => "constraint violated",
+            DbErrorKind::Serialization => "serialization failure",
+            DbErrorKind::Timeout => "timed out",
+            DbErrorKind::Other => "database error",
+        })
+    }
+}
+
+/// A database error with its kind and its cause. Cheap to clone (the
+/// cause is shared), so one failed batch statement can fail each item.
+#[derive(Debug, Clone)]
+pub struct DbError {
+    kind: DbErrorKind,
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl DbError {
+    /// An error of `kind`, saying `message` (what was being done), caused by `source`.
+    pub fn new(
+        kind: DbErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// An error of `kind` with no underlying cause.
+    pub fn msg(kind: DbErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// How it failed.
+    pub fn kind(&self) -> DbErrorKind {
+        self.kind
+    }
+
+    /// What was being done, and the driver's words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl Error {
+    /// A database error of kind [`DbErrorKind::Other`] with no driver cause
+    /// (a statement that answered what it never should).
+    pub fn db_other(message: impl Into<String>) -> Error {
+        Error::Db(DbError::msg(DbErrorKind::Other, message))
+    }
+
+    /// The database error's kind, when this is one ([`Error::Db`]).
+    pub fn db_kind(&self) -> Option<DbErrorKind> {
+        match self {
+            Error::Db(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}

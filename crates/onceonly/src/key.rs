@@ -33,9 +33,11 @@ pub fn validate_job_type(job_type: &str) -> Result<()> {
 
 /// Checks an operation key: non-empty UTF-8 of at most [`MAX_KEY_BYTES`],
 /// without control characters (Unicode category Cc: U+0000-U+001F and
-/// U+007F-U+009F). A key travels in an HTTP header (`Idempotency-Key`),
-/// in log lines and on the operator's screen, where a control character
-/// cannot go or would lie; every client refuses the same keys
+/// U+007F-U+009F) and not beginning or ending with a space. A key travels in
+/// an HTTP header (`Idempotency-Key`), in log lines and on the operator's
+/// screen: a header cannot carry a control character, and its value loses
+/// the spaces at its ends, so `"a "` would reach the destination as `"a"`,
+/// another operation's key. Every client refuses the same keys
 /// (`protocol/corpus/keys.json`).
 pub fn validate_op_key(op_key: &str) -> Result<()> {
     if op_key.is_empty() {
@@ -51,6 +53,11 @@ pub fn validate_op_key(op_key: &str) -> Result<()> {
         return Err(Error::Invalid(format!(
             "operation key has the control character U+{:04X} at byte {at}; keys may not contain control characters",
             bad as u32
+        )));
+    }
+    if op_key.starts_with(' ') || op_key.ends_with(' ') {
+        return Err(Error::Invalid(format!(
+            "operation key {op_key:?} begins or ends with a space; an HTTP header would drop it"
         )));
     }
     Ok(())
@@ -138,6 +145,9 @@ mod tests {
             let err = validate_op_key(bad).unwrap_err().to_string();
             assert!(err.contains("control character"), "{bad:?}: {err}");
         }
+        assert!(validate_op_key("a b").is_ok());
+        assert!(validate_op_key(" a").is_err());
+        assert!(validate_op_key("a ").is_err());
     }
 
     #[test]

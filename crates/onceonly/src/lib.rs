@@ -37,6 +37,7 @@ mod key;
 pub mod operator;
 pub mod ops;
 mod owner;
+pub mod protocol;
 mod record;
 pub mod relay;
 mod spec;
@@ -44,13 +45,14 @@ pub mod store;
 
 pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
-pub use error::{Error, Result};
+pub use error::{DbError, DbErrorKind, Error, Result};
 pub use fault::{FaultAction, FaultHook, FaultPoint};
 pub use guard::{Attempt, BoxError, DoneAttempt, Guard, LocalClaim, LocalStart, Outcome};
 pub use key::{
     idempotency_key, validate_job_type, validate_op_key, Payload, MAX_JOB_TYPE_BYTES, MAX_KEY_BYTES,
 };
 pub use owner::new_owner;
+pub use protocol::{Move, Settle, Transition};
 pub use record::{DbTime, Record, Snapshot, State};
 pub use spec::{parse_duration, EffectKind, JobSpec, StalePolicy};
 pub use store::{ClockOffset, Store};

@@ -9,8 +9,9 @@ use crate::audit::{append, AuditKind};
 use crate::effect::{Effect, EffectCtx, WithdrawOutcome};
 use crate::error::{Error, Result};
 use crate::key::{validate_job_type, validate_op_key, Payload};
+use crate::protocol::Move;
 use crate::record::{Record, Snapshot, State};
-use crate::store::{Enqueued, OpAudit, OpEnqueue, OpMove, OpPurge, OpRequestCancel, Store};
+use crate::store::{Enqueued, OpAudit, OpEnqueue, OpPurge, OpRequestCancel, Store};
 
 /// The actor [`cancel`] and [`resolve`] write to the audit trail.
 pub const DEFAULT_ACTOR: &str = "operator";
@@ -178,8 +179,14 @@ async fn cancel_fenced<S: Store, E: Effect>(
             State::Cancelled => return Ok(CancelOutcome::AlreadyCancelled),
             State::Held => return Ok(CancelOutcome::Held),
             State::Queued | State::Failed => {
-                let mut p = OpMove::new(job_type, op_key, r.token, r.state, State::Cancelled);
-                p.error = Some("cancelled by an operator");
+                let cancel = if r.state == State::Queued {
+                    Move::CancelQueued
+                } else {
+                    Move::CancelFailed
+                };
+                let p = cancel
+                    .op(job_type, op_key, r.token)
+                    .with_error("cancelled by an operator");
                 store.op_move(&p).await?
             }
             State::Claimed => {
@@ -227,9 +234,11 @@ async fn cancel_fenced<S: Store, E: Effect>(
             });
         }
     }
-    Err(Error::Database(format!(
-        "{job_type}:{op_key} kept changing while cancelling; try again"
-    )))
+    Err(Error::Contended {
+        job_type: job_type.to_owned(),
+        op_key: op_key.to_owned(),
+        doing: "cancelling",
+    })
 }
 
 /// Appends an event about `r`, under the token it was read with.
@@ -278,15 +287,10 @@ async fn withdraw_completed<S: Store, E: Effect>(
             reason,
         });
     }
-    let mut p = OpMove::new(
-        &r.job_type,
-        &r.op_key,
-        r.token,
-        State::Completed,
-        State::Cancelled,
-    );
     let note = "cancelled by an operator; withdrawn at the destination";
-    p.error = Some(note);
+    let p = Move::CancelCompleted
+        .op(&r.job_type, &r.op_key, r.token)
+        .with_error(note);
     if store.op_move(&p).await? {
         info!(job = %r.job_type, key = %r.op_key, external_ref = ?r.external_ref, "withdrawn and cancelled");
         let detail = format!("{note} ({})", r.external_ref.as_deref().unwrap_or("-"));
@@ -361,18 +365,18 @@ pub async fn resolve_as<S: Store>(
             record: Box::new(snap.record),
         });
     }
-    let to = match resolution {
-        Resolution::Completed { .. } => State::Completed,
-        Resolution::Queued => State::Queued,
-        Resolution::Failed => State::Failed,
-        Resolution::Cancelled => State::Cancelled,
+    let (resolve, external_ref) = match resolution {
+        Resolution::Completed { external_ref } => (Move::ResolveCompleted, external_ref.as_deref()),
+        Resolution::Queued => (Move::ResolveQueued, None),
+        Resolution::Failed => (Move::ResolveFailed, None),
+        Resolution::Cancelled => (Move::ResolveCancelled, None),
     };
+    let to = resolve.to();
     let note = format!("resolved as {to} by a person: {reason}");
-    let mut p = OpMove::new(job_type, op_key, token, State::Held, to);
-    p.error = Some(&note);
-    if let Resolution::Completed { external_ref } = resolution {
-        p.external_ref = external_ref.as_deref();
-    }
+    let p = resolve
+        .op(job_type, op_key, token)
+        .with_external_ref(external_ref)
+        .with_error(&note);
     let moved = store.op_move(&p).await?;
     if moved {
         let detail = match p.external_ref {

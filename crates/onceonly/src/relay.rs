@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::guard::{Attempt, Guard, Outcome};
 use crate::key::Payload;
 use crate::record::State;
-use crate::store::{OpClaimBatch, OpList, OpMove, Store};
+use crate::store::{OpClaimBatch, OpList, Store};
 
 /// How a relay runs.
 #[derive(Debug, Clone)]
@@ -295,12 +295,17 @@ fn escape_label(value: &str) -> String {
     out
 }
 
+/// How often a relay with a retention purges, at most.
+pub const PURGE_EVERY: Duration = Duration::from_secs(60);
+
 /// Relays one job type's queued operations through one effect.
 pub struct Relay<'a, S: Store, E: Effect> {
     guard: &'a Guard<S>,
     effect: &'a E,
     config: RelayConfig,
     stats: Arc<RelayStats>,
+    retention: Option<Duration>,
+    last_purge: std::sync::Mutex<Option<Instant>>,
 }
 
 impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
@@ -312,7 +317,19 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
             effect,
             config,
             stats: Arc::default(),
+            retention: None,
+            last_purge: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Purges this job type's finished records (completed, failed,
+    /// cancelled) not updated for `retention`, with their audit trail,
+    /// whenever the relay finds nothing to claim: first at once, then at
+    /// most every [`PURGE_EVERY`]. Claimed, queued and held records are
+    /// never purged.
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
     }
 
     /// What the relay has done so far.
@@ -371,6 +388,7 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                 Ok(_) => {
                     idle = self.config.poll;
                     self.settle_stale().await;
+                    self.purge_if_due().await;
                     if self.config.drain && self.nothing_left().await {
                         break;
                     }
@@ -464,6 +482,26 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         }
     }
 
+    /// Applies the retention, when one is set and a purge is due.
+    async fn purge_if_due(&self) {
+        let Some(retention) = self.retention else {
+            return;
+        };
+        {
+            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at.elapsed() < PURGE_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let job = &self.guard.spec().job_type;
+        match crate::ops::purge(self.guard.store(), Some(job), retention).await {
+            Ok(0) => {}
+            Ok(n) => info!(job = %job, purged = n, ?retention, "purged finished records"),
+            Err(e) => warn!(job = %job, error = %e, "purge failed; will try again"),
+        }
+    }
+
     async fn nothing_left(&self) -> bool {
         let job = &self.guard.spec().job_type;
         for state in [State::Queued, State::Claimed] {
@@ -481,22 +519,17 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         true
     }
 
-    /// Gives back claims taken just as the stop arrived, before acting.
+    /// Gives back claims taken just as the stop arrived, before acting
+    /// (a cancel requested meanwhile is kept: the claim ends cancelled).
     async fn release(&self, claims: &[(crate::Record, crate::store::Claim)]) {
         for (record, claim) in claims {
-            let mut p = OpMove::new(
-                &record.job_type,
-                &record.op_key,
-                claim.token,
-                State::Claimed,
-                State::Queued,
-            );
-            p.error = Some("released unstarted at relay shutdown");
-            match self.guard.store().op_move(&p).await {
-                Ok(true) => {
+            let reason = "released unstarted at relay shutdown";
+            match self.guard.release_unstarted(record, claim, reason).await {
+                Ok(Outcome::RetryLater { .. }) => {
                     info!(job = %record.job_type, key = %record.op_key, "released unstarted claim")
                 }
-                Ok(false) => {
+                Ok(other) => self.settled(&record.op_key, &Ok(other), None),
+                Err(Error::LostClaim { .. }) => {
                     warn!(job = %record.job_type, key = %record.op_key, "claim moved before release")
                 }
                 Err(e) => {

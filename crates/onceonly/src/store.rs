@@ -102,7 +102,10 @@ pub struct OpMove<'a> {
 }
 
 impl<'a> OpMove<'a> {
-    /// A move with no fields to set.
+    /// A move with no fields to set. Library code builds moves from the
+    /// protocol's definition instead ([`crate::Move::op`]), which sets the
+    /// from-state, to-state and cancel fence together; this is for tests
+    /// and harnesses that must write what the protocol would not.
     pub fn new(job_type: &'a str, op_key: &'a str, token: i64, from: State, to: State) -> Self {
         Self {
             job_type,
@@ -116,6 +119,30 @@ impl<'a> OpMove<'a> {
             error: None,
             retry_after: None,
         }
+    }
+
+    /// Records the effect's reference at the destination (when `Some`).
+    pub fn with_external_ref(mut self, external_ref: Option<&'a str>) -> Self {
+        self.external_ref = external_ref;
+        self
+    }
+
+    /// Records the result JSON.
+    pub fn with_result(mut self, result: &'a str) -> Self {
+        self.result = Some(result);
+        self
+    }
+
+    /// Records the error or reason.
+    pub fn with_error(mut self, error: &'a str) -> Self {
+        self.error = Some(error);
+        self
+    }
+
+    /// Moving to queued: not claimable before now + `delay`.
+    pub fn with_retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
     }
 }
 
@@ -396,5 +423,12 @@ impl ClockOffset {
     pub fn advance(&self, by: Duration) {
         self.0
             .fetch_add(by.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Moves the clock back (tests that write rows "in the past", so that a
+    /// process on the real clock sees them as older).
+    pub fn rewind(&self, by: Duration) {
+        self.0
+            .fetch_sub(by.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
     }
 }

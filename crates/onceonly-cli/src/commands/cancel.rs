@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use onceonly::ops::{cancel_as, get, CancelOutcome};
 use onceonly::{State, Store};
 use onceonly_http::HttpDestination;
@@ -34,7 +36,8 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         .http
         .as_deref()
         .map(|url| HttpDestination::new(url, Duration::from_secs(10)))
-        .transpose()?;
+        .transpose()
+        .context("--http")?;
     let store = open_migrated(db).await?;
     with_store!(&store, s => cancel_and_wait(s, &args, destination.as_ref()).await)
 }

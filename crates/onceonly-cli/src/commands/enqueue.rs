@@ -17,10 +17,13 @@ pub struct Args {
     /// Job type.
     #[arg(long)]
     job: String,
-    /// Operation key (with --payload), the business operation's stable id.
+    /// Operation key, the business operation's stable id (an order number,
+    /// an event id).
     #[arg(long, required_unless_present = "jsonl", conflicts_with = "jsonl")]
     key: Option<String>,
-    /// Payload, JSON.
+    /// Payload, JSON (the job's input, sent as the request body). Without
+    /// it the operation has none, and every later enqueue of the key must
+    /// carry none either.
     #[arg(long, requires = "key")]
     payload: Option<String>,
     /// A file (or - for standard input) with one {"key": ..., "payload": ...} per line.
@@ -51,6 +54,10 @@ async fn one<S: Store>(store: &S, args: &Args, key: &str) -> anyhow::Result<Exit
         None => Payload::none(),
     };
     match enqueue(store, &args.job, key, &payload, args.delay).await? {
+        EnqueueOutcome::Queued if payload.json.is_none() => println!(
+            "queued {}:{key} without a payload (every later enqueue of this key must carry none)",
+            args.job
+        ),
         EnqueueOutcome::Queued => println!("queued {}:{key}", args.job),
         EnqueueOutcome::AlreadyExists(r) => println!(
             "{}:{key} already exists with the same payload ({}); nothing changed",

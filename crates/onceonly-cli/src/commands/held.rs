@@ -8,7 +8,7 @@ use onceonly::operator::{list, short_duration as short, started};
 use onceonly::{DbTime, Record, State};
 use serde::Serialize;
 
-use crate::store::{open_migrated, with_store};
+use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly held` and `onceonly stuck`.
 #[derive(clap::Args)]
@@ -51,7 +51,7 @@ struct Line<'a> {
 
 /// Lists held operations or stuck claims, oldest first.
 pub async fn run(db: &str, which: Which, args: Args) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
+    let store = open_existing(db).await?;
     let job = args.job.as_deref();
     let (records, now) = with_store!(&store, s => list(s, which, job, None, 0).await)?;
     let lines: Vec<Line<'_>> = records.iter().map(|r| line(r, now)).collect();
@@ -100,6 +100,16 @@ fn line(r: &Record, now: DbTime) -> Line<'_> {
 }
 
 fn print_table(which: Which, lines: &[Line<'_>]) {
+    if lines.is_empty() {
+        println!(
+            "{}",
+            match which {
+                Which::Held => "no held operations",
+                Which::Stuck => "no stuck claims",
+            }
+        );
+        return;
+    }
     let lease_head = match which {
         Which::Held => "lease",
         Which::Stuck => "lease (over by)",

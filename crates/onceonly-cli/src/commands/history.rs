@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use onceonly::{AuditEvent, Error, Record, State, Store};
 
-use crate::store::{open_migrated, with_store};
+use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly history`.
 #[derive(clap::Args)]
@@ -26,7 +26,7 @@ pub struct Args {
 /// Prints the record's state line and its audit trail; exits 1 when there
 /// is no such operation.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
+    let store = open_existing(db).await?;
     with_store!(&store, s => show(s, &args).await)
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use onceonly::store::OpList;
 use onceonly::{Record, State, Store};
 
-use crate::store::{open_migrated, with_store};
+use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly inspect`.
 #[derive(clap::Args)]
@@ -27,7 +27,7 @@ pub struct Args {
 /// Prints the records the filters select, oldest update first.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let state = args.state.as_deref().map(str::parse::<State>).transpose()?;
-    let store = open_migrated(db).await?;
+    let store = open_existing(db).await?;
     let list = OpList {
         job_type: args.job.as_deref(),
         state,

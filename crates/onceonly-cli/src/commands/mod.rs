@@ -10,6 +10,7 @@ pub mod held;
 pub mod history;
 pub mod inspect;
 pub mod migrate;
+pub mod purge;
 pub mod repeats;
 pub mod replay;
 pub mod resolve;

@@ -69,10 +69,10 @@ pub struct Args {
 }
 
 impl Args {
-    /// The job's spec and destination: the settings file's (when given)
-    /// under the flags given here, over the defaults. Checked against the
-    /// timing rules.
-    fn spec(&self) -> anyhow::Result<(JobSpec, String)> {
+    /// The job's spec, destination and retention: the settings file's
+    /// (when given) under the flags given here, over the defaults. Checked
+    /// against the timing rules.
+    fn spec(&self) -> anyhow::Result<(JobSpec, String, Option<Duration>)> {
         let config = self.config.as_deref().map(Config::load).transpose()?;
         let file = config.as_ref().map(|c| c.job(&self.job)).transpose()?;
         let effect = match (&self.effect, file) {
@@ -124,15 +124,15 @@ impl Args {
                 "--http BASE_URL is required (or --config with a file that gives this job's destination)"
             ),
         };
-        Ok((spec, http))
+        Ok((spec, http, file.and_then(|f| f.retention)))
     }
 }
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let (spec, http) = args.spec()?;
+    let (spec, http, retention) = args.spec()?;
     // One request may take half the attempt, so a retry still fits in it.
-    let destination = HttpDestination::new(&http, spec.timeout / 2)?;
+    let destination = HttpDestination::new(&http, spec.timeout / 2).context("--http")?;
     let metrics = match args.metrics {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -148,7 +148,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         drain: args.drain,
         ..RelayConfig::default()
     };
-    with_store!(store, s => relay(s, spec, &destination, config, metrics).await)
+    with_store!(store, s => relay(s, spec, &destination, config, retention, metrics).await)
 }
 
 async fn relay<S: Store>(
@@ -156,6 +156,7 @@ async fn relay<S: Store>(
     spec: JobSpec,
     destination: &HttpDestination,
     config: RelayConfig,
+    retention: Option<Duration>,
     metrics: Option<TcpListener>,
 ) -> anyhow::Result<ExitCode> {
     let guard = Guard::new(store, spec)?;
@@ -165,7 +166,10 @@ async fn relay<S: Store>(
         eprintln!("onceonly run: stopping: no new claims; letting in-flight attempts finish");
         let _ = stop_tx.send(true);
     });
-    let relay = Relay::new(&guard, destination, config);
+    let mut relay = Relay::new(&guard, destination, config);
+    if let Some(retention) = retention {
+        relay = relay.with_retention(retention);
+    }
     let server = match metrics {
         Some(listener) => {
             let addr = listener.local_addr()?;

@@ -19,23 +19,17 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}", dir.join("cli.db").display())
 }
 
-/// The PostgreSQL URL for tests, or None (skipping loudly) when unreachable
-/// outside CI. Under CI=true an unreachable server panics.
+/// The PostgreSQL URL for tests; `None` (skip) only when the server is
+/// unreachable and `ONCEONLY_SKIP_PG=1` is set, a failure otherwise.
 pub fn pg_url(test: &str) -> Option<String> {
-    let url = std::env::var("ONCEONLY_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let reachable = std::net::TcpStream::connect_timeout(
         &"127.0.0.1:5432".parse().unwrap(),
         std::time::Duration::from_secs(2),
     )
     .is_ok();
-    if reachable {
-        return Some(url);
+    if reachable || !onceonly_sqlx::test_db::skip_unreachable(test, "no answer on 127.0.0.1:5432") {
+        return Some(onceonly_sqlx::test_db::pg_url());
     }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: PostgreSQL unreachable at {url} under CI=true");
-    }
-    eprintln!("\n*** SKIPPED {test}: PostgreSQL unreachable at {url} ***\n");
     None
 }
 

@@ -353,3 +353,70 @@ pub async fn held_cancel_says_held<F: StoreFactory>(factory: &F) {
     );
     assert_eq!(record(&store, "send", "op").await, held, "unchanged");
 }
+
+/// A cancel asked for while a relay holds an unstarted claim, just as the
+/// relay stops: the relay gives the claim back without acting, and the
+/// cancel is not forgotten (the operation ends cancelled, never queued
+/// again to be sent later).
+pub async fn relay_shutdown_keeps_a_cancel_request<F: StoreFactory>(factory: &F) {
+    use onceonly::relay::{Relay, RelayConfig};
+
+    let store = factory.fresh().await;
+    ops::enqueue(&store, "send", "op", &order(1), None)
+        .await
+        .unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    // Between the batch claim and the relay's next step: an operator's
+    // cancel, and the shutdown signal.
+    let hook = {
+        let (store, stop_tx) = (store.clone(), stop_tx.clone());
+        Arc::new(
+            move |claimed: Vec<(onceonly::Record, onceonly::store::Claim)>| {
+                let (store, stop_tx) = (store.clone(), stop_tx.clone());
+                Box::pin(async move {
+                    for (r, _) in claimed {
+                        let out = ops::cancel(&store, &r.job_type, &r.op_key, NO_DEST)
+                            .await
+                            .unwrap();
+                        assert!(matches!(out, CancelOutcome::Requested { .. }), "{out:?}");
+                    }
+                    stop_tx.send_replace(true);
+                }) as futures::future::BoxFuture<'static, ()>
+            },
+        )
+    };
+    let relay_store = super::intercept::Intercept {
+        inner: store.clone(),
+        after_claim_batch: hook,
+        fail_heartbeats: false,
+    };
+    let g = Guard::new(relay_store, spec("send", EffectKind::Keyed)).unwrap();
+    let dest = CountingEffect::keyed();
+    let config = RelayConfig {
+        workers: 1,
+        ..RelayConfig::default()
+    };
+    Relay::new(&g, &dest, config).run(stop).await.unwrap();
+
+    assert_eq!(dest.calls("op"), 0, "the relay stopped before acting");
+    let r = record(&store, "send", "op").await;
+    assert_eq!(
+        (r.state, r.token),
+        (State::Cancelled, 1),
+        "the cancel asked for during the shutdown is kept: {r:?}"
+    );
+    // Nothing is left for a later relay to send.
+    let later = Guard::new(store.clone(), spec("send", EffectKind::Keyed)).unwrap();
+    let claim = onceonly::store::OpClaimBatch {
+        job_type: "send",
+        owner: "later",
+        lease: super::support::LEASE,
+        limit: 10,
+    };
+    let again = later.store().op_claim_batch(&claim).await.unwrap();
+    assert!(
+        again.is_empty(),
+        "claimed again after the cancel: {again:?}"
+    );
+}

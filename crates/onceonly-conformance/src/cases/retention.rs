@@ -99,3 +99,51 @@ pub async fn purge_deletes_only_old_finished_records<F: StoreFactory>(factory: &
         .is_empty());
     assert!(!store.op_history("purge", "held").await.unwrap().is_empty());
 }
+
+/// A relay with a retention purges its job type's finished records once
+/// they are older than it (the clock moved, not waited for), and nothing
+/// younger, held or of another job type.
+pub async fn relay_applies_its_retention<F: StoreFactory>(factory: &F) {
+    use onceonly::relay::{Relay, RelayConfig};
+
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let g = guard(&store, "kept", EffectKind::Keyed);
+    g.run("old", &order(1), &dest).await.unwrap();
+    guard(&store, "other", EffectKind::Keyed)
+        .run("old", &order(1), &dest)
+        .await
+        .unwrap();
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    guard(&store, "kept", EffectKind::Opaque(StalePolicy::Hold))
+        .run("held", &order(1), &dest)
+        .await
+        .unwrap();
+    store.clock_offset().advance(2 * DAY);
+    g.run("young", &order(1), &dest).await.unwrap();
+
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let config = RelayConfig {
+        workers: 1,
+        drain: true,
+        ..RelayConfig::default()
+    };
+    // Drain: it stops once nothing is queued or claimed (held rows do not count).
+    let relay = Relay::new(&g, &dest, config).with_retention(DAY);
+    tokio::time::timeout(Duration::from_secs(30), relay.run(stop))
+        .await
+        .expect("the relay drains")
+        .unwrap();
+    let mut left: Vec<(String, String)> = all_records(&store)
+        .await
+        .into_iter()
+        .map(|r| (r.job_type, r.op_key))
+        .collect();
+    left.sort();
+    let expected = [("kept", "held"), ("kept", "young"), ("other", "old")];
+    assert_eq!(
+        left,
+        expected.map(|(j, k)| (j.to_owned(), k.to_owned())).to_vec(),
+        "only the old finished record of the relay's job type is purged"
+    );
+}

@@ -1,13 +1,18 @@
 //! Timing: a heartbeat keeps a long job's claim, a job past its timeout is
 //! stopped before it acts, and a heartbeat that finds its claim gone stops
-//! the job. Real (short) durations: tokio's timers drive these.
+//! the job. Leases run on the database's clock, which the cases move; the
+//! heartbeat and the timeout are tokio timers, kept short. An effect the
+//! guard stops is seen dropped before it acted (it can never act later),
+//! not waited for.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onceonly::store::OpTakeOver;
 use onceonly::{EffectKind, Error, Guard, JobSpec, Outcome, State, Store};
+use tokio::sync::{watch, Notify};
 
-use super::support::{is_first_done, order, record};
+use super::support::{is_first_done, order, record, LEASE, PAST_LEASE};
 use crate::effects::CountingEffect;
 use crate::StoreFactory;
 
@@ -15,43 +20,69 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A job whose timeout exceeds its lease, with a heartbeat at lease/3,
-/// keeps its claim while it runs: another delivery past the first lease
-/// sees it in progress; the job completes once.
+/// A clone of `dest` whose `perform` says it started, then waits until the
+/// gate opens (never, if it is never opened).
+fn gated(dest: &CountingEffect) -> (CountingEffect, Arc<Notify>, watch::Sender<bool>) {
+    let started = Arc::new(Notify::new());
+    let (open, gate) = watch::channel(false);
+    let effect = dest.clone().with_hook({
+        let started = started.clone();
+        move |_| {
+            let (started, mut gate) = (started.clone(), gate.clone());
+            async move {
+                started.notify_one();
+                let _ = gate.wait_for(|open| *open).await;
+            }
+        }
+    });
+    (effect, started, open)
+}
+
+/// Waits (polling, at most 10s) until the claim's lease is live on the
+/// database's clock: a heartbeat renewed it.
+async fn renewed<S: Store>(store: &S, job: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let snap = store.op_get(job, "op").await.unwrap().unwrap();
+        if snap.record.lease_until > Some(snap.now) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no heartbeat renewed the lease");
+        tokio::time::sleep(ms(10)).await;
+    }
+}
+
+/// A job whose timeout exceeds its lease, with a heartbeat, keeps its claim
+/// while it runs: the database's clock moved past the lease, twice, the
+/// heartbeat renews it, and another delivery sees it in progress; the job
+/// completes once.
 pub async fn heartbeat_keeps_a_long_job_claimed<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;
     let other = factory.second(&store).await;
-    // Real timers drive heartbeats; the margins are wide so a loaded
-    // 2-core machine (CI compiling next door) does not miss a beat.
-    let lease = ms(900);
     let spec = JobSpec::new("long", EffectKind::Keyed)
-        .lease(lease)
-        .timeout(ms(3000))
-        .heartbeat(ms(150));
+        .lease(LEASE)
+        .timeout(Duration::from_secs(20))
+        .heartbeat(ms(50));
     let worker = Guard::new(store.clone(), spec.clone()).unwrap();
     let observer = Guard::new(other, spec).unwrap();
     let dest = CountingEffect::keyed();
-    let slow = dest.clone().with_delay(ms(1800));
+    let (long, started, open) = gated(&dest);
 
     let payload = order(1);
-    let (outcome, ()) = tokio::join!(worker.run("op", &payload, &slow), async {
-        for (at, wait) in [(1100, 1100), (1500, 400)] {
-            tokio::time::sleep(ms(wait)).await;
+    let (outcome, ()) = tokio::join!(worker.run("op", &payload, &long), async {
+        started.notified().await;
+        for round in 1..=2u32 {
+            store.clock_offset().advance(PAST_LEASE);
+            renewed(&store, "long").await;
             match observer.run("op", &order(1), &dest).await.unwrap() {
-                Outcome::InProgress { age, .. } => {
-                    assert!(
-                        age > lease,
-                        "at {at}ms the claim ({age:?} old) has outlived one lease"
-                    )
-                }
-                other => panic!("at {at}ms the long job's claim must be live, got {other:?}"),
+                Outcome::InProgress { age, .. } => assert!(
+                    age >= PAST_LEASE * round,
+                    "round {round}: the claim ({age:?} old) has outlived its lease"
+                ),
+                other => panic!("round {round}: the long job's claim must be live, got {other:?}"),
             }
-            let snap = store.op_get("long", "op").await.unwrap().unwrap();
-            assert!(
-                snap.record.lease_until > Some(snap.now),
-                "at {at}ms the lease was renewed"
-            );
         }
+        open.send_replace(true);
     });
     assert!(is_first_done(&outcome.unwrap()));
     assert_eq!(
@@ -72,21 +103,18 @@ pub async fn timeout_stops_the_effect_before_it_acts<F: StoreFactory>(factory: &
         .timeout(ms(60));
     let worker = Guard::new(store.clone(), spec).unwrap();
     let dest = CountingEffect::keyed();
-    let started = Instant::now();
-    let outcome = worker
-        .run("op", &order(1), &dest.clone().with_delay(ms(1500)))
-        .await
-        .unwrap();
-    assert!(
-        started.elapsed() < ms(1000),
-        "stopped at the timeout, not after the effect"
-    );
+    // An effect that would never finish: the timeout alone ends the attempt.
+    let (stuck, _started, _never) = gated(&dest);
+    let outcome = worker.run("op", &order(1), &stuck).await.unwrap();
     assert!(
         matches!(outcome, Outcome::RetryLater { .. }),
         "keyed: safe to redo: {outcome:?}"
     );
-    tokio::time::sleep(ms(1600)).await;
-    assert_eq!(dest.calls("op"), 0, "the stopped effect never acted");
+    assert_eq!(
+        (dest.abandoned("op"), dest.calls("op")),
+        (1, 0),
+        "the stopped effect was dropped before it acted, so it never will"
+    );
     let r = record(&store, "slow", "op").await;
     assert_eq!((r.state, r.token), (State::Queued, 1));
 
@@ -106,8 +134,8 @@ pub async fn heartbeat_stops_a_worker_whose_claim_was_taken<F: StoreFactory>(fac
         .heartbeat(ms(20));
     let worker = Guard::new(store.clone(), spec).unwrap();
     let dest = CountingEffect::keyed();
-    // Long enough that a heartbeat delayed by a loaded machine still comes first.
-    let slow = dest.clone().with_delay(ms(2000));
+    // Never finishes: only the heartbeat's finding can end it.
+    let (slow, _started, _never) = gated(&dest);
 
     let payload = order(1);
     let (outcome, taken) = tokio::join!(worker.run("op", &payload, &slow), async {
@@ -140,11 +168,49 @@ pub async fn heartbeat_stops_a_worker_whose_claim_was_taken<F: StoreFactory>(fac
         }
         other => panic!("expected the lost claim, got {other:?}"),
     }
-    tokio::time::sleep(ms(2100)).await;
-    assert_eq!(dest.calls("op"), 0, "the stopped effect never acted");
+    assert_eq!(
+        (dest.abandoned("op"), dest.calls("op")),
+        (1, 0),
+        "the stopped effect was dropped before it acted, so it never will"
+    );
     let r = record(&store, "long", "op").await;
     assert_eq!(
         (r.state, r.token, r.owner.as_deref()),
         (State::Claimed, 2, Some("intruder"))
     );
+}
+
+/// A job with a heartbeat whose lease cannot be renewed (its heartbeats
+/// fail: the database unreachable from this worker alone) is stopped before
+/// the lease runs out, so it never acts after another worker could take it
+/// over; its outcome is unknown, and a keyed one is released to be redone.
+pub async fn unrenewed_lease_stops_the_effect<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let lease = ms(600);
+    let spec = JobSpec::new("long", EffectKind::Keyed)
+        .lease(lease)
+        .timeout(Duration::from_secs(20))
+        .heartbeat(ms(100));
+    let cut_off = super::intercept::Intercept::failing_heartbeats(store.clone());
+    let worker = Guard::new(cut_off, spec).unwrap();
+    let dest = CountingEffect::keyed();
+    let (never, _started, _open) = gated(&dest);
+    let started = Instant::now();
+    let outcome = worker.run("op", &order(1), &never).await.unwrap();
+    assert!(
+        started.elapsed() < lease,
+        "stopped within the lease it could not renew ({:?})",
+        started.elapsed()
+    );
+    match outcome {
+        Outcome::RetryLater { reason } => assert!(reason.contains("lease"), "{reason}"),
+        other => panic!("keyed, outcome unknown: released, got {other:?}"),
+    }
+    assert_eq!(
+        (dest.abandoned("op"), dest.calls("op")),
+        (1, 0),
+        "the stopped effect was dropped before it acted"
+    );
+    let r = record(&store, "long", "op").await;
+    assert_eq!((r.state, r.token), (State::Queued, 1));
 }

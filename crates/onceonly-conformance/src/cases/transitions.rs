@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use onceonly::ops::{self, EnqueueOutcome};
-use onceonly::store::OpMove;
-use onceonly::{EffectKind, EffectOutcome, Error, FaultPoint, Outcome, StalePolicy, State, Store};
+use onceonly::{
+    EffectKind, EffectOutcome, Error, FaultPoint, Move, Outcome, StalePolicy, State, Store,
+};
 use serde_json::json;
 
 use super::support::{
@@ -216,8 +217,9 @@ pub async fn failure_write_never_touches_completed<F: StoreFactory>(factory: &F)
     let done = record(&store, "send", "op").await;
     assert_eq!(done.state, State::Completed);
     for token in [done.token, done.token + 1] {
-        let mut p = OpMove::new("send", "op", token, State::Claimed, State::Failed);
-        p.error = Some("late failure");
+        let p = Move::Fail
+            .op("send", "op", token)
+            .with_error("late failure");
         assert!(
             !store.op_move(&p).await.unwrap(),
             "token {token}: the move changed a completed row"

@@ -5,15 +5,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::{Connection, PgConnection};
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
 /// Test schemas are dropped by a later run once they are this old; until
 /// then a failing case leaves its records to look at.
 const KEEP_SCHEMAS: Duration = Duration::from_secs(3600);
 
 /// The test database: env `ONCEONLY_TEST_PG`, or the local default.
 pub fn url() -> String {
-    std::env::var("ONCEONLY_TEST_PG").unwrap_or_else(|_| DEFAULT_URL.to_owned())
+    onceonly_sqlx::test_db::pg_url()
 }
 
 /// A new schema name, `t_<creation time>_<random>` in hex.

@@ -213,7 +213,8 @@ impl DemoJob {
 }
 
 fn sql_err(e: sqlx::Error) -> Error {
-    Error::Store(onceonly::Error::Database(e.to_string()))
+    let why = e.to_string();
+    Error::Store(onceonly::DbError::new(onceonly::DbErrorKind::Other, why, e).into())
 }
 
 /// The local effect: one row, written on the guard's transaction.

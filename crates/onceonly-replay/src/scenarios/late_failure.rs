@@ -2,8 +2,7 @@
 //! completing worker's own failure write, arriving late, changes nothing,
 //! and a redelivery gets the stored result.
 
-use onceonly::store::OpMove;
-use onceonly::{Outcome, State};
+use onceonly::{Move, Outcome};
 
 use super::{describe, describe_record, Ctx, Observed};
 use crate::error::Result;
@@ -23,14 +22,9 @@ pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(ctx: &Ctx<S, J>) -> R
     obs.note(format!("record: {}", describe_record(record.as_ref())));
     if let Some(r) = &record {
         // The failure write a worker makes under its claim, token and all.
-        let mut late = OpMove::new(
-            &r.job_type,
-            &r.op_key,
-            r.token,
-            State::Claimed,
-            State::Failed,
-        );
-        late.error = Some(LATE);
+        let late = Move::Fail
+            .op(&r.job_type, &r.op_key, r.token)
+            .with_error(LATE);
         let moved = ctx.store.op_move(&late).await?;
         obs.check(
             "the late failure write changed no row",

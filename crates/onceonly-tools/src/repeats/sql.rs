@@ -94,6 +94,10 @@ pub fn column(what: &str, name: &str) -> anyhow::Result<String> {
 #[derive(Debug, Clone)]
 pub struct Plan {
     backend: Backend,
+    /// The table, checked and quoted.
+    table: String,
+    /// The key and time columns, as the user named them.
+    columns: [String; 2],
     /// Every statement, as run.
     pub statements: Vec<String>,
 }
@@ -133,8 +137,29 @@ impl Plan {
         };
         Ok(Self {
             backend,
+            table: t,
+            columns: [key.to_owned(), at.to_owned()],
             statements,
         })
+    }
+
+    /// Refuses to go on unless the table exists with both columns. SQLite
+    /// would read a misspelt `"column"` as a string literal and call every
+    /// row a repeat; the check names what is missing on either database.
+    fn check_columns(&self, present: &[String]) -> anyhow::Result<()> {
+        if present.is_empty() {
+            anyhow::bail!("there is no table or view {} in this database", self.table);
+        }
+        for (flag, name) in ["--key", "--at"].iter().zip(&self.columns) {
+            if !present.iter().any(|c| c == name) {
+                anyhow::bail!(
+                    "{flag}: table {} has no column {name:?} (its columns: {})",
+                    self.table,
+                    present.join(", ")
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The statements as a script a person can paste into `sqlite3` or `psql`.
@@ -158,6 +183,12 @@ impl Plan {
             .read_only(true)
             .create_if_missing(false);
         let mut conn = SqliteConnection::connect_with(&options).await?;
+        let unquoted = self.table.trim_matches('"').replace("\"\"", "\"");
+        let present: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
+            .bind(unquoted)
+            .fetch_all(&mut conn)
+            .await?;
+        self.check_columns(&present)?;
         let rows = sqlx::query(&self.statements[0])
             .fetch_all(&mut conn)
             .await?;
@@ -180,6 +211,15 @@ impl Plan {
 
     async fn run_postgres(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
         let mut conn = PgConnection::connect(url).await?;
+        let present: Vec<String> = sqlx::query_scalar(
+            "SELECT attname::text FROM pg_attribute \
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped \
+             ORDER BY attnum",
+        )
+        .bind(&self.table)
+        .fetch_all(&mut conn)
+        .await?;
+        self.check_columns(&present)?;
         let (last, setup) = self.statements.split_last().expect("statements");
         let (select, setup) = setup.split_last().expect("statements");
         // Each a plain (unprepared) statement, passed as `&str`: sqlx's

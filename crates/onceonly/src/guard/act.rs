@@ -49,6 +49,9 @@ impl<S: Store> Guard<S> {
             return work.await;
         };
         let beat = async {
+            // The claim was taken (or last renewed) about now; the work must
+            // not go on past a lease that could not be renewed.
+            let mut renewed = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(interval).await;
                 let p = OpHeartbeat {
@@ -58,10 +61,18 @@ impl<S: Store> Guard<S> {
                     lease: self.spec.lease,
                 };
                 match self.store.op_heartbeat(&p).await {
-                    Ok(Some(hb)) => ctx
-                        .cancel_requested
-                        .store(hb.cancel_requested, Ordering::SeqCst),
-                    Ok(None) => return self.lost_claim(&ctx.op_key, ctx.token).await,
+                    Ok(Some(hb)) => {
+                        renewed = tokio::time::Instant::now();
+                        ctx.cancel_requested
+                            .store(hb.cancel_requested, Ordering::SeqCst)
+                    }
+                    Ok(None) => return Err(self.lost_claim(&ctx.op_key, ctx.token).await),
+                    Err(e) if renewed.elapsed() + interval >= self.spec.lease => {
+                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "lease not renewed; stopping the effect");
+                        return Ok(EffectOutcome::Unknown(format!(
+                            "the lease could not be renewed ({e}); the effect was stopped before it ran out"
+                        )));
+                    }
                     Err(e) => {
                         warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
                     }
@@ -70,7 +81,7 @@ impl<S: Store> Guard<S> {
         };
         tokio::select! {
             outcome = work => outcome,
-            lost = beat => Err(lost),
+            stopped = beat => stopped,
         }
     }
 
@@ -101,7 +112,9 @@ impl<S: Store> Guard<S> {
                     }
                     LookupOutcome::NotFound => {}
                     LookupOutcome::Unavailable(why) => {
-                        return Ok(EffectOutcome::NotSent(format!("lookup unavailable: {why}")))
+                        return Ok(EffectOutcome::NotSent(format!(
+                            "{LOOKUP_UNAVAILABLE}: {why}"
+                        )))
                     }
                 }
             }
@@ -148,10 +161,10 @@ impl<S: Store> Guard<S> {
                 result,
             } => {
                 let result_text = result.to_string();
-                let mut p = OpMove::new(job, key, ctx.token, State::Claimed, State::Completed);
-                p.unless_cancel_requested = true;
-                p.external_ref = external_ref.as_deref();
-                p.result = Some(&result_text);
+                let p = Move::Complete
+                    .op(job, key, ctx.token)
+                    .with_external_ref(external_ref.as_deref())
+                    .with_result(&result_text);
                 if self.store.op_move(&p).await? {
                     return Ok(Outcome::Done {
                         result,
@@ -163,78 +176,104 @@ impl<S: Store> Guard<S> {
                     .await
             }
             EffectOutcome::NotSent(reason) => {
-                if self.release(ctx, &reason).await? {
-                    return Ok(Outcome::RetryLater { reason });
-                }
-                // An operator asked to cancel, and nothing was sent: stop here.
-                let note = format!("cancel requested; the effect was not sent ({reason})");
-                self.fenced(ctx, State::Cancelled, &note).await?;
-                Ok(Outcome::Cancelled {
-                    withdrawn_ref: None,
-                })
+                let backoff = retry_backoff(ctx.attempt);
+                let looked_up = self.looked_up(ctx, &reason);
+                self.release_or_cancel(ctx, &reason, Some(backoff), looked_up)
+                    .await
+            }
+            EffectOutcome::Failed(error) if ctx.cancel_requested() => {
+                let looked_up = self.looked_up(ctx, &error);
+                self.cancel_unsent(ctx, &error, looked_up).await
             }
             EffectOutcome::Failed(error) => {
-                let to = if ctx.cancel_requested() {
-                    State::Cancelled
-                } else {
-                    State::Failed
-                };
-                self.fenced(ctx, to, &error).await?;
-                Ok(if to == State::Cancelled {
-                    Outcome::Cancelled {
-                        withdrawn_ref: None,
-                    }
-                } else {
-                    Outcome::Failed { error: Some(error) }
-                })
+                self.fenced(ctx, Move::Fail, &error).await?;
+                Ok(Outcome::Failed { error: Some(error) })
             }
             EffectOutcome::Unknown(reason) => self.unknown(ctx, reason).await,
         }
     }
 
-    /// An unknown outcome that retries under the claim did not clear.
+    /// An unknown outcome that retries under the claim did not clear: the
+    /// policy decides, as for a claim past its lease.
     pub(super) async fn unknown(&self, ctx: &EffectCtx, reason: String) -> Result<Outcome> {
-        let (to, outcome) = match self.spec.effect {
-            EffectKind::Opaque(StalePolicy::Hold) => (
-                State::Held,
-                Outcome::Held {
-                    reason: Some(reason.clone()),
-                },
-            ),
-            EffectKind::Opaque(StalePolicy::AtMostOnce) => (
-                State::Failed,
-                Outcome::Failed {
-                    error: Some(reason.clone()),
-                },
-            ),
-            EffectKind::Opaque(StalePolicy::AtLeastOnce) if ctx.attempt >= 2 => (
-                State::Held,
-                Outcome::Held {
-                    reason: Some(reason.clone()),
-                },
-            ),
-            // Keyed and lookup redo safely; at-least-once may redo once.
-            _ => (
-                State::Queued,
-                Outcome::RetryLater {
-                    reason: reason.clone(),
-                },
-            ),
-        };
-        if to != State::Queued {
+        let to = policy(self.spec.effect, ctx.attempt).owner_move();
+        if to != Move::Release {
             self.fenced(ctx, to, &reason).await?;
-            return Ok(outcome);
+            return Ok(match to {
+                Move::Fail => Outcome::Failed {
+                    error: Some(reason),
+                },
+                _ => Outcome::Held {
+                    reason: Some(reason),
+                },
+            });
         }
-        if self.release(ctx, &reason).await? {
-            return Ok(outcome);
+        let backoff = Some(retry_backoff(ctx.attempt));
+        if self.release(ctx, &reason, backoff).await? {
+            return Ok(Outcome::RetryLater { reason });
         }
         // An operator asked to cancel, but the effect may exist and there is
         // no reference to withdraw: a person must look, the request kept.
         let note = format!(
             "cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
         );
-        self.fenced(ctx, State::Held, &note).await?;
+        self.fenced(ctx, Move::Hold, &note).await?;
         Ok(Outcome::Held { reason: Some(note) })
+    }
+
+    /// Releases a claim whose effect surely did not happen, to be retried
+    /// after `backoff`; when an operator asked to cancel it, cancels it
+    /// instead, or holds it when an earlier claim may have acted
+    /// ([`cancel_unsent`]; `looked_up`: a lookup under this claim found
+    /// nothing).
+    pub(super) async fn release_or_cancel(
+        &self,
+        ctx: &EffectCtx,
+        reason: &str,
+        backoff: Option<Duration>,
+        looked_up: bool,
+    ) -> Result<Outcome> {
+        if self.release(ctx, reason, backoff).await? {
+            return Ok(Outcome::RetryLater {
+                reason: reason.to_owned(),
+            });
+        }
+        let note = format!("cancel requested; the effect was not sent ({reason})");
+        self.cancel_unsent(ctx, &note, looked_up).await
+    }
+
+    /// Whether a lookup under this claim found nothing before `reason`
+    /// (a lookup effect looks first on every claim after the first).
+    fn looked_up(&self, ctx: &EffectCtx, reason: &str) -> bool {
+        self.spec.effect == EffectKind::Lookup
+            && ctx.attempt > 1
+            && !reason.starts_with(LOOKUP_UNAVAILABLE)
+    }
+
+    /// A cancel was requested and this claim did not act: cancelled, or,
+    /// when an earlier claim may have acted, held for a person
+    /// ([`cancel_unsent`]).
+    pub(super) async fn cancel_unsent(
+        &self,
+        ctx: &EffectCtx,
+        note: &str,
+        looked_up: bool,
+    ) -> Result<Outcome> {
+        match cancel_unsent(ctx.attempt, looked_up) {
+            Move::CancelClaimed => {
+                self.fenced(ctx, Move::CancelClaimed, note).await?;
+                Ok(Outcome::Cancelled {
+                    withdrawn_ref: None,
+                })
+            }
+            _ => {
+                let note = format!(
+                    "{note}; an earlier claim of this operation may have acted: check the destination"
+                );
+                self.fenced(ctx, Move::Hold, &note).await?;
+                Ok(Outcome::Held { reason: Some(note) })
+            }
+        }
     }
 
     /// Releases our claim to queued unless an operator asked to cancel it.
@@ -242,17 +281,16 @@ impl<S: Store> Guard<S> {
     /// `Ok(true)`: released. `Ok(false)`: a cancel is pending and the claim
     /// is still ours (releasing would drop the request and let the next
     /// delivery act). [`Error::LostClaim`] when the claim is gone.
-    pub(super) async fn release(&self, ctx: &EffectCtx, reason: &str) -> Result<bool> {
-        let mut p = OpMove::new(
-            &ctx.job_type,
-            &ctx.op_key,
-            ctx.token,
-            State::Claimed,
-            State::Queued,
-        );
-        p.unless_cancel_requested = true;
-        p.error = Some(reason);
-        p.retry_after = Some(retry_backoff(ctx.attempt));
+    pub(super) async fn release(
+        &self,
+        ctx: &EffectCtx,
+        reason: &str,
+        backoff: Option<Duration>,
+    ) -> Result<bool> {
+        let mut p = Move::Release
+            .op(&ctx.job_type, &ctx.op_key, ctx.token)
+            .with_error(reason);
+        p.retry_after = backoff;
         if self.store.op_move(&p).await? {
             return Ok(true);
         }
@@ -265,17 +303,20 @@ impl<S: Store> Guard<S> {
         }
     }
 
-    /// Moves our claim to `to`, or reports it lost.
-    pub(super) async fn fenced(&self, ctx: &EffectCtx, to: State, reason: &str) -> Result<()> {
-        let mut p = OpMove::new(&ctx.job_type, &ctx.op_key, ctx.token, State::Claimed, to);
-        p.error = Some(reason);
+    /// Takes the owner's move `to` (fail, hold or cancel), or reports the
+    /// claim lost.
+    pub(super) async fn fenced(&self, ctx: &EffectCtx, to: Move, reason: &str) -> Result<()> {
+        let p = to
+            .op(&ctx.job_type, &ctx.op_key, ctx.token)
+            .with_error(reason);
         if self.store.op_move(&p).await? {
             let event = match to {
-                State::Held => AuditKind::Hold,
-                State::Cancelled => AuditKind::Cancelled,
+                Move::Hold => AuditKind::Hold,
+                Move::CancelClaimed => AuditKind::Cancelled,
                 _ => AuditKind::Failed,
             };
-            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, to], reason)
+            let states = [to.from(), to.to()];
+            self.audit(&ctx.op_key, event, ctx.token, states, reason)
                 .await;
             Ok(())
         } else {
@@ -303,17 +344,9 @@ impl<S: Store> Guard<S> {
                 WithdrawOutcome::NotWithdrawn("the effect returned no reference to withdraw".into())
             }
         };
-        let mut p = OpMove::new(
-            &ctx.job_type,
-            &ctx.op_key,
-            ctx.token,
-            State::Claimed,
-            State::Cancelled,
-        );
-        p.external_ref = external_ref.as_deref();
-        p.result = Some(result_text);
-        let (outcome, note, event) = match withdrawn {
+        let (to, outcome, note, event) = match withdrawn {
             WithdrawOutcome::Withdrawn => (
+                Move::CancelClaimed,
                 Outcome::Cancelled {
                     withdrawn_ref: external_ref.clone(),
                 },
@@ -321,11 +354,11 @@ impl<S: Store> Guard<S> {
                 AuditKind::Compensated,
             ),
             WithdrawOutcome::NotWithdrawn(error) => {
-                p.to = State::Completed;
                 let note = format!(
                     "cancel requested while the effect ran, but the withdraw failed ({error}); the item is live at the destination"
                 );
                 (
+                    Move::CompleteWithdrawFailed,
                     Outcome::WithdrawFailed {
                         external_ref: external_ref.clone(),
                         error,
@@ -335,10 +368,14 @@ impl<S: Store> Guard<S> {
                 )
             }
         };
-        p.error = Some(&note);
+        let p = to
+            .op(&ctx.job_type, &ctx.op_key, ctx.token)
+            .with_external_ref(external_ref.as_deref())
+            .with_result(result_text)
+            .with_error(&note);
         warn!(job = %ctx.job_type, key = %ctx.op_key, %note, "compensation");
         if self.store.op_move(&p).await? {
-            self.audit(&ctx.op_key, event, ctx.token, [State::Claimed, p.to], &note)
+            self.audit(&ctx.op_key, event, ctx.token, [to.from(), to.to()], &note)
                 .await;
             Ok(outcome)
         } else {
@@ -346,6 +383,9 @@ impl<S: Store> Guard<S> {
         }
     }
 }
+
+/// How a not-sent outcome from an unanswered lookup begins.
+const LOOKUP_UNAVAILABLE: &str = "lookup unavailable";
 
 /// How long a released operation waits before it is due again: 500ms after
 /// the first claim, doubling per claim, at most a minute, so a destination

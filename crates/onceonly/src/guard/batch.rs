@@ -59,10 +59,19 @@ impl<S: Store> Guard<S> {
         let completed = match self.store.op_complete_batch(&p).await {
             Ok(keys) => keys.into_iter().collect::<std::collections::HashSet<_>>(),
             Err(e) => {
-                let why = e.to_string();
+                // One statement failed every item: each gets the error (a
+                // database error keeps its kind and cause).
+                let each = |e: &Error| match e {
+                    Error::Db(db) => Error::Db(db.clone()),
+                    Error::Unreachable { url, reason } => Error::Unreachable {
+                        url: url.clone(),
+                        reason: reason.clone(),
+                    },
+                    other => Error::Database(other.to_string()),
+                };
                 return done
                     .into_iter()
-                    .map(|d| (d.ctx.op_key, Err(Error::Database(why.clone()))))
+                    .map(|d| (d.ctx.op_key, Err(each(&e))))
                     .collect();
             }
         };

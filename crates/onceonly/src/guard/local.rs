@@ -51,14 +51,9 @@ impl<S: Store> Guard<S> {
     ) -> Result<Outcome> {
         self.fault(FaultPoint::AfterEffect)?;
         let result_text = result.to_string();
-        let mut p = OpMove::new(
-            &self.spec.job_type,
-            &claim.op_key,
-            claim.claim.token,
-            State::Claimed,
-            State::Completed,
-        );
-        p.result = Some(&result_text);
+        let p = Move::Complete
+            .op(&self.spec.job_type, &claim.op_key, claim.claim.token)
+            .with_result(&result_text);
         if self.store.op_move_in(conn, &p).await? {
             Ok(Outcome::Done {
                 result: result.clone(),
@@ -94,11 +89,12 @@ impl<S: Store> Guard<S> {
         let result =
             match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &claim.ctx)).await {
                 Ok(Ok(result)) => result,
-                Ok(Err(e)) => {
-                    return Err(Error::Invalid(format!(
-                        "local effect of {}:{op_key} failed, its transaction rolled back: {e}",
-                        self.spec.job_type
-                    )))
+                Ok(Err(source)) => {
+                    return Err(Error::LocalEffect {
+                        job_type: self.spec.job_type.clone(),
+                        op_key: op_key.to_owned(),
+                        source,
+                    })
                 }
                 Err(_) => return Err(Error::Timeout(self.spec.timeout)),
             };

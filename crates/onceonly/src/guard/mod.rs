@@ -22,11 +22,11 @@ use crate::error::{Error, Result};
 use crate::fault::{FaultAction, FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
+use crate::protocol::{cancel_unsent, policy, Move, Settle};
 use crate::record::{DbTime, Record, Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
 use crate::store::{
-    Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, OpMove,
-    OpTakeOver, Store,
+    Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, Store,
 };
 
 /// What became of one delivery of an operation.
@@ -244,6 +244,22 @@ impl<S: Store> Guard<S> {
         self.act(ctx, claim, false, effect).await
     }
 
+    /// Gives back a claim taken elsewhere (a relay's batch claim) before
+    /// acting on it, as when the relay stops: released to queued, due at
+    /// once, or, when an operator asked to cancel it meanwhile, cancelled
+    /// (nothing was sent; held instead when an earlier claim may have
+    /// acted). [`Error::LostClaim`] when the claim is gone.
+    pub async fn release_unstarted(
+        &self,
+        record: &Record,
+        claim: &Claim,
+        reason: &str,
+    ) -> Result<Outcome> {
+        let payload = Payload::stored(record);
+        let ctx = self.ctx(&record.op_key, claim, &payload);
+        self.release_or_cancel(&ctx, reason, None, false).await
+    }
+
     fn ctx(&self, op_key: &str, claim: &Claim, payload: &Payload) -> EffectCtx {
         EffectCtx {
             job_type: self.spec.job_type.clone(),
@@ -302,39 +318,24 @@ impl<S: Store> Guard<S> {
     /// now holds a claim and must act; `None` when another worker moved the
     /// row first, or the policy settled it (held or failed).
     async fn take_over(&self, stale: &Record) -> Result<Option<Claim>> {
-        let (to, reason) = match self.spec.effect {
-            EffectKind::Opaque(StalePolicy::Hold) => (
-                State::Held,
-                format!(
-                    "claim by {} went past its lease; the effect may or may not have happened",
-                    stale.owner.as_deref().unwrap_or("?")
-                ),
-            ),
-            EffectKind::Opaque(StalePolicy::AtMostOnce) => (
-                State::Failed,
-                "claim went past its lease; given up under at-most-once (the effect may be missing)"
-                    .to_owned(),
-            ),
-            // At most one extra: a second stale claim is held, not redone again.
-            EffectKind::Opaque(StalePolicy::AtLeastOnce) if stale.attempts >= 2 => (
-                State::Held,
+        let owner = stale.owner.as_deref().unwrap_or("?");
+        let settle = policy(self.spec.effect, stale.attempts);
+        let reason = match (settle, self.spec.effect) {
+            (Settle::Hold, EffectKind::Opaque(StalePolicy::AtLeastOnce)) => {
                 "a redo under at-least-once also went past its lease; held to keep to one extra"
-                    .to_owned(),
+                    .to_owned()
+            }
+            (Settle::Hold, _) => format!(
+                "claim by {owner} went past its lease; the effect may or may not have happened"
             ),
-            _ => (
-                State::Claimed,
-                format!("took over a claim of {} past its lease", stale.owner.as_deref().unwrap_or("?")),
-            ),
+            (Settle::Fail, _) => {
+                "claim went past its lease; given up under at-most-once (the effect may be missing)"
+                    .to_owned()
+            }
+            (Settle::Redo, _) => format!("took over a claim of {owner} past its lease"),
         };
-        let p = OpTakeOver {
-            job_type: &stale.job_type,
-            op_key: &stale.op_key,
-            stale_token: stale.token,
-            to,
-            owner: &self.owner,
-            lease: self.spec.lease,
-            reason: &reason,
-        };
+        let to = settle.to();
+        let p = settle.take_over(stale, &self.owner, self.spec.lease, &reason);
         let taken = self.store.op_take_over(&p).await?;
         info!(job = %stale.job_type, key = %stale.op_key, stale_token = stale.token, to = %to, won = taken.is_some(), "stale claim");
         if let Some(c) = &taken {

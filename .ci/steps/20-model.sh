@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The protocol model-checked (crates/onceonly-model) for every effect kind
+# and policy: workers that crash at any step and lose their lease, the
+# relay's stale sweep and shutdown release, a cancel, a resolve. Two bounds:
+# 2 workers with 3 deliveries, and 3 workers with 1 delivery (the others
+# race on the stale sweep). Prints the states explored; fails on any broken
+# property. Release build: the debug one checks ~10x slower.
+set -euo pipefail
+
+cargo build --release -p onceonly-model
+model="${CARGO_TARGET_DIR:-target}/release/onceonly-model"
+"$model" --workers 2 --deliveries 3 --crashes 1
+"$model" --workers 3 --deliveries 1 --crashes 1

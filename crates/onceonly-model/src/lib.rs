@@ -1,0 +1,231 @@
+//! A model of the onceonly protocol, checked with [stateright]: workers that
+//! claim, act and record (and crash at every step, lose their lease, and
+//! get the message again), a relay that sweeps stale claims and gives back
+//! unstarted ones at shutdown, an operator who cancels, and a person who
+//! resolves held operations — against one destination of a given effect
+//! kind.
+//!
+//! Every change of the record goes through the protocol's own definition,
+//! [`onceonly::protocol`]: [`Transition::apply`] for the fences and writes,
+//! [`policy`] for what a claim in doubt becomes. The stores' SQL is checked
+//! against the same `apply` by the conformance suite, so what is checked
+//! here is what the code does. What the model keeps of the guard is its
+//! decisions between statements (`guard/act.rs`), step by step; see
+//! `docs/protocol.md`.
+//!
+//! ```no_run
+//! use onceonly::{EffectKind, StalePolicy};
+//! use onceonly_model::{check, Bounds};
+//!
+//! let report = check(EffectKind::Opaque(StalePolicy::Hold), Bounds::default(), None);
+//! assert!(report.violations.is_empty(), "{report:?}");
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod checker;
+mod step;
+
+use onceonly::protocol::Row;
+use onceonly::{EffectKind, StalePolicy};
+
+pub use checker::{check, Report, INVARIANTS};
+pub use step::{Action, Branch};
+
+/// A bug planted on purpose, to show the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// The relay's shutdown release as it was: back to queued whether or
+    /// not a cancel was requested (the move clears the request).
+    ReleaseIgnoresCancel,
+    /// A completion that does not name the claim's token: a zombie's
+    /// write lands over its successor.
+    CompleteIgnoresToken,
+}
+
+/// How much of the world the checker explores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bounds {
+    /// Workers (queue consumers or relay loops): 2 or 3.
+    pub workers: u8,
+    /// Deliveries of the operation's message (first delivery and redeliveries).
+    pub deliveries: u8,
+    /// Worker crashes, each at any step.
+    pub crashes: u8,
+    /// Heartbeats per claim (renew the lease, read the cancel request).
+    pub heartbeats: u8,
+    /// Attempts of the operator's cancel (each a read, then a fenced write).
+    pub cancels: u8,
+    /// Relay shutdowns that give back an unstarted claim.
+    pub shutdowns: u8,
+    /// Leases that run out (time passing over a live claim).
+    pub expiries: u8,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            deliveries: 3,
+            crashes: 1,
+            heartbeats: 1,
+            cancels: 1,
+            shutdowns: 1,
+            expiries: 2,
+        }
+    }
+}
+
+/// The model: one operation, one destination of `kind`.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The effect kind (and stale-claim policy) of the job.
+    pub kind: EffectKind,
+    /// The bounds.
+    pub bounds: Bounds,
+    /// A planted bug, if any.
+    pub bug: Option<Bug>,
+}
+
+/// What the effect reported to the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reported {
+    /// Done, with the item's reference.
+    Done(u32),
+    /// Surely not sent.
+    NotSent,
+    /// May have happened.
+    Unknown,
+    /// Failed for good (or stopped: a cancel was requested before it).
+    Failed,
+}
+
+/// Where a worker is in one delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Worker {
+    /// Waiting for a message.
+    Idle,
+    /// Read a claim past its lease; about to take it over by policy.
+    Stale {
+        /// The stale claim's token, as read.
+        token: i64,
+        /// Its attempts, as read.
+        attempts: i64,
+    },
+    /// Holds a claim, effect not started.
+    Claimed(Claim),
+    /// Holds a claim; the effect reported.
+    Acted(Claim, Reported),
+}
+
+/// A claim as its worker knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Claim {
+    /// The token.
+    pub token: i64,
+    /// Claims taken, this one included.
+    pub attempt: i64,
+    /// Taken over from a stale claim (a lookup effect looks first).
+    pub after_stale: bool,
+    /// A heartbeat told it a cancel was requested.
+    pub knows_cancel: bool,
+    /// Heartbeats left.
+    pub heartbeats: u8,
+}
+
+/// The operator's cancel, in two statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Canceller {
+    /// Not started, or retrying.
+    Idle,
+    /// Read the row.
+    Read(Option<Row>),
+    /// Finished (cancelled, requested, or said where it stands).
+    Done,
+}
+
+/// One item at the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Item {
+    /// Its reference.
+    pub id: u32,
+    /// Still there (not withdrawn).
+    pub live: bool,
+}
+
+/// The whole world.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct World {
+    /// The operation record (`None`: not written yet).
+    pub row: Option<Row>,
+    /// Which worker the current claim is of (the model's own bookkeeping,
+    /// to tell whether a write came from the owner).
+    pub owner: Option<u8>,
+    /// The workers.
+    pub workers: Vec<Worker>,
+    /// The destination's items for this operation, ever created.
+    pub items: Vec<Item>,
+    /// The operator's cancel.
+    pub canceller: Canceller,
+    /// The operator's cancel request was accepted by the database.
+    pub cancel_accepted: bool,
+    /// Budgets left.
+    pub deliveries: u8,
+    /// Crashes left.
+    pub crashes: u8,
+    /// Cancel attempts left.
+    pub cancels: u8,
+    /// Shutdowns left.
+    pub shutdowns: u8,
+    /// Lease expiries left.
+    pub expiries: u8,
+    /// The person has resolved a held operation.
+    pub resolved: bool,
+    /// Facts about the history that the invariants need.
+    pub history: History,
+}
+
+/// What happened along the path, for the invariants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct History {
+    /// A worker's write landed while another claim was current.
+    pub stale_write_landed: bool,
+    /// A completed row was moved to failed.
+    pub completed_then_failed: bool,
+    /// A row with a cancel requested was moved back to queued.
+    pub cancel_request_dropped: bool,
+    /// The owner completed after a withdraw failed, and said so.
+    pub withdraw_failed: bool,
+    /// A stale claim was taken over (any policy).
+    pub took_over: bool,
+    /// An item was withdrawn after the effect (compensation).
+    pub compensated: bool,
+    /// An operator cancelled a queued or failed row that had been claimed
+    /// before (the known gap: an earlier claim may have acted).
+    pub unclaimed_cancel_after_claims: bool,
+}
+
+impl World {
+    /// Items still at the destination.
+    pub fn live_items(&self) -> usize {
+        self.items.iter().filter(|i| i.live).count()
+    }
+
+    /// The first live item's reference.
+    pub fn live_item(&self) -> Option<u32> {
+        self.items.iter().find(|i| i.live).map(|i| i.id)
+    }
+}
+
+/// How many items an operation cancelled by the protocol may leave live:
+/// the one extra at-least-once allows, which no record names.
+pub fn allowed_live_after_cancel(kind: EffectKind) -> usize {
+    allowed_effects(kind) - 1
+}
+
+/// How many effects (items ever created) one operation may have under `kind`.
+pub fn allowed_effects(kind: EffectKind) -> usize {
+    match kind {
+        EffectKind::Opaque(StalePolicy::AtLeastOnce) => 2,
+        _ => 1,
+    }
+}

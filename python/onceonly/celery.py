@@ -1,0 +1,267 @@
+"""Celery integration: guard one task with one decorator.
+
+    from onceonly.celery import guarded_task
+
+    @guarded_task(app, db="postgresql://app@db/app", job="send_receipt",
+                  key="order_id", effect="opaque", on_stale="hold",
+                  lease="60s", timeout="20s")
+    def send_receipt(ctx, order_id, email):
+        provider.send(email, idempotency_key=ctx.idempotency_key)
+
+What each outcome does to the message (the task is ``acks_late`` and
+``reject_on_worker_lost``, so a killed worker's message comes back):
+
+- done, or a repeat of a completed operation: the task returns the stored result;
+- in progress elsewhere, not due yet, or released (not sent / unknown, safe to
+  redo): ``self.retry(countdown=...)`` until the lease or backoff has passed;
+- held: not retried; logged with job and key; the task fails with :class:`OperationHeld`;
+- failed for good / cancelled: not retried (:class:`OperationFailed`, :class:`OperationCancelled`);
+- another payload under the same key: :class:`onceonly.PayloadMismatch`, not retried;
+- database unreachable: retried with a countdown.
+
+Before the worker consumes, every guarded task's timing is checked against
+the broker's redelivery timeout (DESIGN.md section 4); a violation stops the
+worker naming both values.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from celery import Celery, signals
+from celery.exceptions import Reject
+
+from . import connect
+from .canonical import Payload
+from .errors import InjectedCrash, InvalidKey, OnceonlyError, Unreachable
+from .guard import Guard
+from .outcome import Cancelled, Done, Failed, Held, InProgress, NotDue, RetryLater, WithdrawFailed
+from .spec import JobSpec, Kind, fmt_ms, to_ms
+from .stores import Store
+
+log = logging.getLogger("onceonly.celery")
+
+RABBITMQ_DEFAULT_CONSUMER_TIMEOUT_MS = 30 * 60 * 1000  # RabbitMQ's consumer_timeout default
+KOMBU_DEFAULT_VISIBILITY_TIMEOUT_MS = 3600 * 1000  # kombu's Redis and SQS default
+
+
+class OperationHeld(OnceonlyError):
+    """The operation is held for a person (``onceonly held``, ``onceonly resolve``)."""
+
+
+class OperationFailed(OnceonlyError):
+    """The operation failed for good (or the policy gave it up)."""
+
+
+class OperationCancelled(OnceonlyError):
+    """The operation was cancelled by an operator."""
+
+
+def redelivery_timeout_ms(app: Celery) -> tuple:
+    """(ms, where it came from) for the app's broker: ``onceonly_redelivery_timeout``
+    if set; Redis/SQS: ``broker_transport_options['visibility_timeout']`` (kombu's
+    default 1h); RabbitMQ: the server's consumer_timeout, which a client cannot
+    read, taken as RabbitMQ's default of 30m unless set."""
+    conf = app.conf
+    explicit = conf.get("onceonly_redelivery_timeout")
+    if explicit is not None:
+        return to_ms(explicit, "onceonly_redelivery_timeout"), "onceonly_redelivery_timeout"
+    url = (conf.broker_url or "amqp://").split("://", 1)[0]
+    if url.startswith(("redis", "rediss", "sqs")):
+        vt = (conf.broker_transport_options or {}).get("visibility_timeout")
+        if vt is None:
+            return KOMBU_DEFAULT_VISIBILITY_TIMEOUT_MS, f"{url} visibility_timeout (kombu's default)"
+        return to_ms(vt, "visibility_timeout"), f"{url} visibility_timeout"
+    if url.startswith(("amqp", "pyamqp", "amqps")):
+        return RABBITMQ_DEFAULT_CONSUMER_TIMEOUT_MS, "RabbitMQ consumer_timeout (the server's default; set onceonly_redelivery_timeout if yours differs)"
+    return None, f"{url} (no redelivery timeout known)"
+
+
+def timing_problems(app: Celery) -> List[str]:
+    """Every broken timing rule of the app's guarded tasks, each naming both values."""
+    problems = []
+    redelivery, source = redelivery_timeout_ms(app)
+    for task in list(app.tasks.values()):
+        spec: Optional[JobSpec] = getattr(task, "onceonly_spec", None)
+        if spec is None:
+            continue
+        checked = JobSpec(**{**spec.__dict__, "redelivery_timeout_ms": redelivery})
+        broken = checked.broken_timing_rules()
+        if redelivery is not None and redelivery <= spec.lease_ms:
+            # A delivery that finds the claim in progress waits, unacknowledged,
+            # up to one lease for its retry: the broker must not hand it out again meanwhile.
+            broken.append(f"queue redelivery timeout ({fmt_ms(redelivery)}) must be longer than the lease "
+                          f"({fmt_ms(spec.lease_ms)}), which a retry of an operation in progress waits")
+        for rule in broken:
+            problems.append(f"task {task.name} (job {spec.job_type}): {rule} [{source}]")
+    return problems
+
+
+def _refuse_to_start(sender=None, **_):
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    problems = timing_problems(app)
+    if problems:
+        for p in problems:
+            log.critical("onceonly: %s", p)
+        raise SystemExit("onceonly: the worker refuses to start: " + "; ".join(problems))
+
+
+signals.worker_init.connect(_refuse_to_start, weak=False)
+
+
+def hard_time_limit_ms(spec: JobSpec) -> int:
+    """Celery's hard time limit: past the job timeout (the soft limit, which the
+    effect sees as an exception and the guard records as unknown), halfway to
+    the lease, so a task that ignores the soft limit is killed before its claim
+    can be taken over. With a heartbeat renewing the lease: half a lease past
+    the timeout."""
+    if spec.heartbeat_ms is None:
+        return spec.timeout_ms + (spec.lease_ms - spec.timeout_ms) // 2
+    return spec.timeout_ms + spec.lease_ms // 2
+
+
+def _key_getter(fn: Callable, key: Union[str, Callable]) -> Callable[..., str]:
+    if callable(key):
+        return key
+    sig = inspect.signature(fn)
+    names = list(sig.parameters)[1:]  # after ctx
+    if key not in names:
+        raise InvalidKey(f"key {key!r} is not an argument of {fn.__name__} ({', '.join(names)})")
+
+    def from_argument(*args, **kwargs):
+        bound = sig.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments[key]
+
+    return from_argument
+
+
+class _PerProcess:
+    """The store and guard of one worker process (a forked child opens its own)."""
+
+    def __init__(self, db: Union[str, Store], spec: JobSpec, fault_hook):
+        self.db, self.spec, self.fault_hook = db, spec, fault_hook
+        self.pid, self.guard = None, None
+
+    def get(self) -> Guard:
+        if self.guard is None or self.pid != os.getpid():
+            store = connect(self.db) if isinstance(self.db, str) else self.db
+            self.guard, self.pid = Guard(store, self.spec, fault_hook=self.fault_hook), os.getpid()
+        return self.guard
+
+
+def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str, Callable[..., Any]],
+                 effect: str = "keyed", on_stale: str = "hold", lease="30s", timeout="10s",
+                 heartbeat=None, max_retries: int = 3, lookup=None, withdraw=None,
+                 connection: Optional[Callable[[], Any]] = None,
+                 payload: Optional[Callable[..., Any]] = None,
+                 fault_hook: Optional[Callable[[str], Optional[str]]] = None,
+                 **task_options: Any):
+    """Makes ``fn(ctx, *args, **kwargs)`` a Celery task guarded by onceonly.
+
+    ``key`` names the argument holding the operation key (or is a function of
+    the task's arguments). The payload fingerprinted is ``{"args": [...],
+    "kwargs": {...}}`` unless ``payload`` gives another. For ``effect="local"``,
+    ``connection()`` returns the user's connection or SQLAlchemy session (closed
+    after the task); ``fn`` writes through ``ctx.conn`` in the claim's
+    transaction. ``fn``'s return value is the stored result; raise
+    :class:`onceonly.NotSent`, :class:`onceonly.OutcomeUnknown` or
+    :class:`onceonly.PermanentFailure` for the other outcomes.
+    Bad settings raise at decoration time, before any task runs.
+    """
+    spec = JobSpec.build(job, effect=effect, on_stale=on_stale, lease=lease, timeout=timeout,
+                         heartbeat=heartbeat, max_retries=max_retries)
+    if spec.effect is Kind.LOCAL and connection is None:
+        raise InvalidKey("a local effect needs connection=: a function returning your connection or session")
+    options: Dict[str, Any] = dict(
+        # A killed worker's message and a task killed at its hard time limit
+        # both go back to the broker: each is a crash, and the redelivery
+        # takes the stale claim over by policy (acks_on_timeout: Celery 5.7+).
+        bind=True, acks_late=True, reject_on_worker_lost=True, acks_on_timeout=False, max_retries=None,
+        soft_time_limit=spec.timeout_ms / 1000, time_limit=hard_time_limit_ms(spec) / 1000,
+    )
+    options.update(task_options)
+
+    def decorate(fn: Callable) -> Any:
+        get_key = _key_getter(fn, key)
+        per_process = _PerProcess(db, spec, fault_hook)
+
+        def run(self, *args, **kwargs):
+            op_key = get_key(*args, **kwargs)
+            op_key = str(op_key) if isinstance(op_key, int) and not isinstance(op_key, bool) else op_key
+            value = payload(*args, **kwargs) if payload else {"args": list(args), "kwargs": kwargs}
+            guard = per_process.get()
+            try:
+                outcome = _deliver(guard, spec, op_key, Payload.of(value), fn, args, kwargs, lookup, withdraw, connection)
+            except InjectedCrash:
+                # An injected crash stands for a dead worker: the broker redelivers.
+                raise Reject("onceonly: injected crash", requeue=True)
+            except Unreachable as e:
+                log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
+                raise self.retry(exc=e, countdown=5)
+            return _settle(self, spec, op_key, outcome)
+
+        name = fn.__name__ if fn.__name__.isidentifier() else spec.job_type.replace(".", "_").replace("-", "_")
+        run.__name__, run.__doc__, run.__module__ = name, fn.__doc__, fn.__module__
+        run.__qualname__ = name if name != fn.__name__ else getattr(fn, "__qualname__", name)
+        task = app.task(**options)(run)
+        task.onceonly_spec = spec
+        return task
+
+    return decorate
+
+
+def _deliver(guard, spec, op_key, payload, fn, args, kwargs, lookup, withdraw, connection):
+    if spec.effect is Kind.LOCAL:
+        conn = connection()
+        try:
+            return guard.run_local(conn, op_key, payload, lambda c, ctx: fn(ctx, *args, **kwargs))
+        finally:
+            conn.close()
+    return guard.run(op_key, payload, lambda ctx: fn(ctx, *args, **kwargs), lookup=lookup, withdraw=withdraw)
+
+
+def _settle(task, spec: JobSpec, op_key: str, outcome):
+    """What the outcome does to the message."""
+    job = spec.job_type
+    if isinstance(outcome, Done):
+        return outcome.result
+    if isinstance(outcome, InProgress):
+        # A live owner finishes (or is stopped) within the job timeout, so a
+        # duplicate looks again then and usually finds it done; a dead
+        # owner's claim is stale once the lease runs out, whichever is sooner.
+        countdown = max(min(outcome.retry_in_ms, spec.timeout_ms) / 1000 + 0.2, 0.5)
+        log.info("onceonly: %s:%s in progress at %s; retrying in %.1fs", job, op_key, outcome.owner, countdown)
+        raise task.retry(countdown=countdown, max_retries=None)
+    if isinstance(outcome, NotDue):
+        raise task.retry(countdown=max(outcome.retry_in_ms / 1000, 0.1), max_retries=None)
+    if isinstance(outcome, RetryLater):
+        countdown = max(outcome.retry_after_ms / 1000, 0.1)
+        log.info("onceonly: %s:%s not done (%s); retrying in %.1fs", job, op_key, outcome.reason, countdown)
+        raise task.retry(countdown=countdown)
+    if isinstance(outcome, Held):
+        log.warning("onceonly: %s:%s is held for a person, not retried: %s", job, op_key, outcome.reason)
+        raise OperationHeld(f"{job}:{op_key} is held: {outcome.reason}")
+    if isinstance(outcome, Failed):
+        log.warning("onceonly: %s:%s failed, not retried: %s", job, op_key, outcome.error)
+        raise OperationFailed(f"{job}:{op_key} failed: {outcome.error}")
+    if isinstance(outcome, (Cancelled, WithdrawFailed)):
+        log.warning("onceonly: %s:%s cancelled: %s", job, op_key, outcome)
+        raise OperationCancelled(f"{job}:{op_key}: {outcome}")
+    raise OnceonlyError(f"{job}:{op_key}: unexpected outcome {outcome!r}")
+
+
+def explain_timing(app: Celery) -> str:
+    """A line per guarded task: its lease, timeout and the broker's redelivery timeout."""
+    redelivery, source = redelivery_timeout_ms(app)
+    lines = []
+    for task in app.tasks.values():
+        spec = getattr(task, "onceonly_spec", None)
+        if spec is not None:
+            lines.append(f"{task.name}: lease {fmt_ms(spec.lease_ms)}, timeout {fmt_ms(spec.timeout_ms)}, "
+                         f"redelivery {fmt_ms(redelivery) if redelivery else '?'} ({source})")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""The user's own connection for local effects: a sqlite3 connection, a
+psycopg 3 connection, or a SQLAlchemy Session or Connection. The claim, the
+user's writes and the completion run in one transaction on it."""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from .errors import InvalidInput
+
+
+def _is_sqlalchemy(conn: Any) -> bool:
+    return type(conn).__module__.startswith("sqlalchemy.")
+
+
+def driver_connection(conn: Any) -> Any:
+    """The DB-API connection under ``conn`` (itself for sqlite3 and psycopg)."""
+    if _is_sqlalchemy(conn):
+        sa_conn = conn.connection() if callable(getattr(conn, "connection", None)) else conn
+        return sa_conn.connection.driver_connection
+    if isinstance(conn, sqlite3.Connection) or type(conn).__module__.startswith("psycopg"):
+        return conn
+    raise InvalidInput(
+        f"a local effect needs a sqlite3 connection, a psycopg connection or a SQLAlchemy session, "
+        f"not {type(conn).__name__}"
+    )
+
+
+def dialect_of(conn: Any) -> str:
+    """``sqlite`` or ``postgres`` for the user's connection, without touching it
+    (a SQLAlchemy session would begin a transaction on first use)."""
+    if _is_sqlalchemy(conn):
+        bind = conn.get_bind() if hasattr(conn, "get_bind") else conn.engine
+        name, driver = bind.dialect.name, bind.dialect.driver
+        if name == "sqlite" and driver == "pysqlite":
+            return "sqlite"
+        if name == "postgresql" and driver == "psycopg":
+            return "postgres"
+        raise InvalidInput(f"a SQLAlchemy session on {name}+{driver}: onceonly runs on sqlite (pysqlite) or postgresql+psycopg")
+    if isinstance(conn, sqlite3.Connection):
+        return "sqlite"
+    if type(conn).__module__.startswith("psycopg"):
+        return "postgres"
+    raise InvalidInput(
+        f"a local effect needs a sqlite3 connection, a psycopg connection or a SQLAlchemy session, "
+        f"not {type(conn).__name__}"
+    )
+
+
+@contextmanager
+def transaction(conn: Any) -> Iterator[None]:
+    """One transaction on the user's connection: committed when the block ends,
+    rolled back when it raises. Inside a transaction the user already opened,
+    a savepoint: the user's own commit then decides."""
+    if _is_sqlalchemy(conn):
+        with _sqlalchemy(conn):
+            yield
+    elif isinstance(conn, sqlite3.Connection):
+        with _sqlite(conn):
+            yield
+    else:
+        with conn.transaction():  # psycopg: a savepoint when already in a transaction
+            yield
+
+
+@contextmanager
+def _sqlite(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT onceonly_local")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO onceonly_local")
+            conn.execute("RELEASE onceonly_local")
+            raise
+        conn.execute("RELEASE onceonly_local")
+        return
+    # IMMEDIATE: take the write lock now, waiting on the busy timeout, rather
+    # than fail busy when the first write comes.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+@contextmanager
+def _sqlalchemy(session: Any) -> Iterator[None]:
+    nested = session.in_transaction()
+    ctx = session.begin_nested() if nested else session.begin()
+    with ctx:
+        raw = driver_connection(session)
+        if isinstance(raw, sqlite3.Connection) and not raw.in_transaction:
+            raw.execute("BEGIN IMMEDIATE")  # pysqlite leaves BEGIN to the driver
+        yield

@@ -1,0 +1,5 @@
+-- The trail of a purged record goes with it (run after purge.sql, in its transaction).
+DELETE FROM onceonly.audit AS a
+WHERE ($1::text IS NULL OR a.job_type = $1::text)
+  AND NOT EXISTS (SELECT 1 FROM onceonly.ops AS o
+                  WHERE o.job_type = a.job_type AND o.op_key = a.op_key)

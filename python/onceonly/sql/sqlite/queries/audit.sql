@@ -1,0 +1,3 @@
+-- Appends one audit event, timed by the database's clock plus ?1 ms.
+INSERT INTO onceonly_audit (job_type, op_key, at, event, actor, token, from_state, to_state, detail)
+VALUES (?2, ?3, (CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?1), ?4, ?5, ?6, ?7, ?8, ?9)

@@ -1,0 +1,116 @@
+"""Test helpers: a fresh database per test (a SQLite file, a PostgreSQL schema
+or database), the Rust CLI, and skip-unless-CI for unreachable servers."""
+from __future__ import annotations
+
+import os
+import pathlib
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+import onceonly
+from onceonly.stores.postgres import PgStore
+from onceonly.stores.sqlite import SqliteStore
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CI = os.environ.get("CI") == "true"
+PG_URL = os.environ.get("ONCEONLY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_ADMIN = PG_URL.rsplit("/", 1)[0] + "/postgres"
+
+
+def unreachable(what: str, why: object):
+    """Fails under CI; elsewhere skips with a loud message."""
+    msg = f"{what} unreachable: {why}"
+    if CI:
+        pytest.fail(msg + " (CI=true: a server the tests need must be up)")
+    print(f"\n*** SKIPPING: {msg} ***", file=sys.stderr)
+    pytest.skip(msg)
+
+
+def _pg_admin():
+    import psycopg
+
+    try:
+        return psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5)
+    except psycopg.Error as e:
+        unreachable("PostgreSQL at " + PG_ADMIN, e)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path}/ops.db"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url):
+    store = SqliteStore(sqlite_url)
+    store.migrate()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def pg_store():
+    admin = _pg_admin()
+    admin.close()
+    schema = "t_" + secrets.token_hex(6)
+    store = PgStore(PG_URL, schema=schema)
+    store.migrate()
+    yield store
+    store.close()
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "pg"])
+def store(request):
+    return request.getfixturevalue(f"{request.param}_store")
+
+
+@pytest.fixture
+def pg_database():
+    """A fresh PostgreSQL database (the Rust CLI always uses the schema onceonly)."""
+    admin = _pg_admin()
+    name = "onceonly_py_" + secrets.token_hex(5)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    yield PG_URL.rsplit("/", 1)[0] + "/" + name
+    admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path):
+    """A database URL the Rust CLI and Python both open, of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/shared.db"
+    return request.getfixturevalue("pg_database")
+
+
+@pytest.fixture(scope="session")
+def cli() -> str:
+    """The onceonly binary: $ONCEONLY_BIN, else the repository's debug build (built if missing)."""
+    path = os.environ.get("ONCEONLY_BIN")
+    if path:
+        return path
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    binary = target / "debug" / "onceonly"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-p", "onceonly-cli"], cwd=REPO, check=True)
+    return str(binary)
+
+
+@pytest.fixture
+def destination():
+    from onceonly.testing.destination import Destination
+
+    dest = Destination("keyed").start()
+    yield dest
+    dest.stop()
+
+
+def spec(job="mail", **kw) -> onceonly.JobSpec:
+    return onceonly.JobSpec.build(job, **kw)

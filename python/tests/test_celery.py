@@ -1,0 +1,202 @@
+"""Celery integration through a real worker process and a real broker:
+what each outcome does to the message, and the timing check at start."""
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import onceonly
+from onceonly import Payload
+from onceonly.celery import OperationFailed, OperationHeld, guarded_task, timing_problems
+from conftest import unreachable
+
+HERE = os.path.dirname(__file__)
+AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
+REDIS = os.environ.get("ONCEONLY_TEST_REDIS", "redis://127.0.0.1:6379/14")
+
+
+def reachable(url, port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError as e:
+        unreachable(url, e)
+
+
+def test_timing_problems_name_both_values():
+    from celery import Celery
+
+    app = Celery("t", broker="redis://127.0.0.1:6379/14")
+    app.conf.broker_transport_options = {"visibility_timeout": 5}
+    guarded_task(app, db="sqlite:///x.db", job="report", key="day", lease="30s", timeout="10s")(lambda ctx, day: day)
+    timeout_rule, lease_rule = timing_problems(app)
+    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in timeout_rule
+    assert "queue redelivery timeout (5s) must be longer than the lease (30s)" in lease_rule
+    assert "[redis visibility_timeout]" in lease_rule
+    app.conf.broker_transport_options = {"visibility_timeout": 20}
+    (lease_only,) = timing_problems(app)
+    assert "queue redelivery timeout (20s) must be longer than the lease (30s)" in lease_only
+    app.conf.broker_transport_options = {"visibility_timeout": 3600}
+    assert timing_problems(app) == []
+    amqp = Celery("t2", broker=AMQP)
+    guarded_task(amqp, db="sqlite:///x.db", job="r", key="day", lease="1h", timeout="40m")(lambda ctx, day: day)
+    assert "queue redelivery timeout (30m) must be longer than the job timeout (40m)" in timing_problems(amqp)[0]
+
+
+def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db="sqlite:///x.db", job="a", key="k", lease="30s", timeout="10s")(lambda ctx, k: k)
+    assert (task.soft_time_limit, task.time_limit) == (10, 20)
+    long = guarded_task(app, db="sqlite:///x.db", job="b", key="k", lease="30s", timeout="5m", heartbeat="10s")(lambda ctx, k: k)
+    assert (long.soft_time_limit, long.time_limit) == (300, 315)
+
+
+def test_bad_settings_are_refused_when_the_task_is_defined():
+    from celery import Celery
+
+    app = Celery("t")
+    with pytest.raises(onceonly.UnknownEffectKind):
+        guarded_task(app, db="sqlite:///x.db", job="a", key="k", effect="email")
+    with pytest.raises(onceonly.InvalidKey, match="not an argument"):
+        guarded_task(app, db="sqlite:///x.db", job="a", key="order")(lambda ctx, order_id: 1)
+    with pytest.raises(onceonly.TimingError, match=r"job timeout \(30s\) must be shorter than the lease \(30s\)"):
+        guarded_task(app, db="sqlite:///x.db", job="a", key="k", timeout="30s")
+
+
+def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path):
+    reachable(REDIS, 6379)
+    env = dict(os.environ, ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/x.db", PYTHONPATH=os.path.join(HERE, "celery_apps"))
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "bad_timing", "worker", "-P", "solo", "--without-gossip",
+                          "-n", f"bad-timing-{secrets.token_hex(4)}@%h",
+                          "--without-mingle", "--without-heartbeat"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    assert "refuses to start" in said
+    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in said, said
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    reachable(AMQP, 5672)
+    d = tmp_path_factory.mktemp("celery")
+    env = dict(os.environ, ONCEONLY_TEST_DB=f"sqlite:///{d}/ops.db", ONCEONLY_TEST_EFFECTS=str(d / "effects.txt"),
+               ONCEONLY_TEST_BROKER=AMQP, ONCEONLY_TEST_QUEUE="onceonly-test-" + secrets.token_hex(4),
+               PYTHONPATH=os.path.join(HERE, "celery_apps"))
+    os.environ.update({k: env[k] for k in ("ONCEONLY_TEST_DB", "ONCEONLY_TEST_EFFECTS", "ONCEONLY_TEST_BROKER", "ONCEONLY_TEST_QUEUE")})
+    sys.path.insert(0, os.path.join(HERE, "celery_apps"))
+    import behaviour
+
+    log = open(d / "worker.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "solo", "--without-gossip",
+                             "-n", f"test-{secrets.token_hex(4)}@%h",
+                             "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    store = onceonly.connect(env["ONCEONLY_TEST_DB"])
+    store.migrate()
+    deadline = time.monotonic() + 60
+    while " ready." not in (d / "worker.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the Celery worker did not start:\n" + (d / "worker.log").read_text()[-3000:])
+        time.sleep(0.1)
+    yield behaviour, store, d
+    proc.terminate()
+    proc.wait(20)
+    with behaviour.app.connection_for_write() as conn:
+        conn.default_channel.queue_delete(env["ONCEONLY_TEST_QUEUE"])
+
+
+def effects(d, what):
+    path = d / "effects.txt"
+    return path.read_text().splitlines().count(what) if path.exists() else 0
+
+
+def test_a_repeat_returns_the_stored_result(worker):
+    app, store, d = worker
+    first = app.send_receipt.delay("o-1", "a@example.com").get(timeout=30)
+    again = app.send_receipt.delay("o-1", "a@example.com").get(timeout=30)
+    assert first == again == {"sent_to": "a@example.com", "attempt": 1}
+    assert effects(d, "receipt o-1") == 1
+
+
+def test_in_progress_elsewhere_retries_with_a_countdown_then_takes_over(worker):
+    app, store, d = worker
+    payload = Payload.of({"args": ["o-2", "b@example.com"], "kwargs": {}})
+    store.claim("receipt", "o-2", "another-worker:1:0", payload, 1500)  # live for 1.5s, then stale
+    started = time.monotonic()
+    result = app.send_receipt.delay("o-2", "b@example.com").get(timeout=30)
+    took = time.monotonic() - started
+    assert result == {"sent_to": "b@example.com", "attempt": 2}
+    assert 1.3 < took < 10, took  # waited for the lease, without spinning
+    log = (d / "worker.log").read_text()
+    retries = log.count("receipt:o-2 in progress at another-worker:1:0; retrying in")
+    assert 1 <= retries <= 2, log[-2000:]
+    assert [e.event for e in store.history("receipt", "o-2")] == ["take_over"]
+    assert effects(d, "receipt o-2") == 1
+
+
+def test_held_is_not_retried_and_logged_with_job_and_key(worker):
+    app, store, d = worker
+    payload = Payload.of({"args": ["o-3"], "kwargs": {}})
+    store.claim("charge", "o-3", "dead-worker:1:0", payload, 1)
+    time.sleep(0.05)
+    with pytest.raises(OperationHeld, match="charge:o-3 is held"):
+        app.charge.delay("o-3").get(timeout=30)
+    time.sleep(1)
+    assert effects(d, "charge o-3") == 0
+    assert "onceonly: charge:o-3 is held for a person, not retried" in (d / "worker.log").read_text()
+    assert store.get("charge", "o-3").record.state is onceonly.State.HELD
+
+
+def test_a_permanent_failure_is_not_retried(worker):
+    app, store, d = worker
+    with pytest.raises(OperationFailed, match="card declined"):
+        app.charge.delay("o-4", fail=True).get(timeout=30)
+    time.sleep(1)
+    assert effects(d, "charge o-4") == 1
+    assert store.get("charge", "o-4").record.state is onceonly.State.FAILED
+
+
+def test_a_bad_key_fails_the_task_naming_the_problem_and_writes_nothing(worker):
+    app, store, d = worker
+    with pytest.raises(onceonly.InvalidKey, match="control character U\\+000A"):
+        app.send_receipt.delay("o-5\nx", "e@example.com").get(timeout=30)
+    assert store.get("receipt", "o-5\nx") is None and effects(d, "receipt o-5\nx") == 0
+
+
+def test_a_killed_prefork_child_s_message_comes_back_and_the_claim_is_taken_over(worker):
+    """acks_late + reject_on_worker_lost: the pool child dies (SIGKILL) after the
+    claim; its message returns to the broker and is redelivered; the claim is
+    live until its lease, then taken over and the effect made once."""
+    app, store, d = worker
+    log = open(d / "prefork.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "behaviour", "worker", "-P", "prefork", "-c", "1",
+                             "-Q", os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork", "-n", f"prefork-{secrets.token_hex(4)}@%h",
+                             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
+                            env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "celery_apps")), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        app.die_once.delay("o-7")
+        # Not .get(): when the hard time limit notices the dead child first,
+        # Celery stores TimeLimitExceeded as the result before it requeues.
+        deadline = time.monotonic() + 60
+        while not (store.get("die_once", "o-7") and store.get("die_once", "o-7").record.state is onceonly.State.COMPLETED):
+            assert time.monotonic() < deadline, "the redelivered message never completed the operation"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        with app.app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(os.environ["ONCEONLY_TEST_QUEUE"] + "-prefork")
+    said = (d / "prefork.log").read_text()
+    # The pool notices the dead child (WorkerLostError), or, on a busy machine,
+    # its hard time limit fires first: either way the message goes back.
+    assert "WorkerLostError" in said or "Hard time limit" in said, said[-2000:]
+    rec = store.get("die_once", "o-7").record
+    assert (rec.state, rec.token, rec.attempts) == (onceonly.State.COMPLETED, 2, 2)
+    assert [e.event for e in store.history("die_once", "o-7")] == ["take_over"]
+    assert effects(d, "die_once o-7") == 1

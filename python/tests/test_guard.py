@@ -1,0 +1,314 @@
+"""The guard's transitions on both stores, as the Rust guard makes them."""
+import threading
+
+import pytest
+
+import onceonly
+from onceonly import (Cancelled, Done, Failed, Guard, Held, InProgress, LostClaim, NotDue, NotSent,
+                      OutcomeUnknown, Payload, PayloadMismatch, PermanentFailure, RetryLater, Sent,
+                      State, WithdrawFailed)
+from onceonly.stores import OpMove
+from conftest import spec
+
+P = Payload.of({"to": "a@example.com", "amount": 19.99})
+
+
+class Counting:
+    """An effect that counts its calls and returns a reference."""
+
+    def __init__(self, report=None):
+        self.calls, self.report = 0, report
+        self.lock = threading.Lock()
+
+    def __call__(self, ctx):
+        with self.lock:
+            self.calls += 1
+            n = self.calls
+        if self.report:
+            raise self.report
+        return Sent(f"ref-{n}", {"n": n})
+
+
+def expire(store, ms=31_000):
+    store.clock_offset_ms += ms
+
+
+def stale_claim(store, job, key, payload=P, lease_ms=30_000):
+    """A claim of a worker that died: taken, then never written again."""
+    claim = store.claim(job, key, "dead-worker:1:00000000", payload, lease_ms)
+    assert isinstance(claim, onceonly.Claim)
+    return claim
+
+
+def test_repeat_gets_the_stored_result_without_acting(store):
+    g, effect = Guard(store, spec(effect="keyed")), Counting()
+    first = g.run("order-1", P, effect)
+    assert first == Done({"n": 1}, "ref-1", repeat=False)
+    for _ in range(2):
+        assert g.run("order-1", P, effect) == Done({"n": 1}, "ref-1", repeat=True)
+    assert effect.calls == 1
+    rec = store.get("mail", "order-1").record
+    assert (rec.state, rec.token, rec.attempts, rec.result) == (State.COMPLETED, 1, 1, '{"n":1}')
+    assert rec.payload == P.json and rec.fingerprint == P.fingerprint
+
+
+def test_concurrent_deliveries_one_effect(store):
+    g, effect = Guard(store, spec(effect="opaque")), Counting()
+    outcomes, barrier = [], threading.Barrier(8)
+
+    def deliver():
+        barrier.wait()
+        outcomes.append(g.run("order-2", P, effect))
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert effect.calls == 1
+    assert all(isinstance(o, (Done, InProgress)) for o in outcomes), outcomes
+    assert sum(isinstance(o, Done) and not o.repeat for o in outcomes) == 1
+
+
+def test_same_key_other_payload_is_refused_and_nothing_changes(store):
+    g = Guard(store, spec())
+    g.run("order-3", P, Counting())
+    before = store.get("mail", "order-3").record
+    with pytest.raises(PayloadMismatch, match="exists with another payload"):
+        g.run("order-3", Payload.of({"to": "b@example.com"}), Counting())
+    assert store.get("mail", "order-3").record == before
+
+
+def test_a_young_claim_is_left_alone(store):
+    stale_claim(store, "mail", "k")
+    effect = Counting()
+    out = Guard(store, spec(effect="keyed")).run("k", P, effect)
+    assert isinstance(out, InProgress) and out.owner == "dead-worker:1:00000000"
+    assert out.lease_ms == 30_000 and effect.calls == 0
+
+
+def test_keyed_redoes_a_stale_claim_with_a_new_token(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+    g, effect = Guard(store, spec(effect="keyed")), Counting()
+    assert isinstance(g.run("k", P, effect), Done)
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token, rec.attempts) == (State.COMPLETED, 2, 2)
+    events = store.history("mail", "k")
+    assert [(e.event, e.token, e.from_state, e.to_state, e.actor) for e in events] == [
+        ("take_over", 2, "claimed", "claimed", g.owner)]
+    assert events[0].detail.startswith("stale token 1: took over a claim of dead-worker:1:00000000")
+
+
+def test_lookup_looks_first_after_a_stale_claim(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+    effect, looked = Counting(), []
+
+    def lookup(ctx):
+        looked.append(ctx.idempotency_key)
+        return Sent("found-1", {"found": True})
+
+    out = Guard(store, spec(effect="lookup")).run("k", P, effect, lookup=lookup)
+    assert out == Done({"found": True}, "found-1", repeat=False)
+    assert looked == ["mail:k"] and effect.calls == 0
+
+
+def test_lookup_not_found_sends(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+    effect = Counting()
+    out = Guard(store, spec(effect="lookup")).run("k", P, effect, lookup=lambda ctx: None)
+    assert isinstance(out, Done) and effect.calls == 1
+
+
+@pytest.mark.parametrize("policy, state, outcome", [
+    ("hold", State.HELD, Held), ("at-most-once", State.FAILED, Failed)])
+def test_opaque_stale_claim_follows_the_policy_without_acting(store, policy, state, outcome):
+    stale_claim(store, "mail", "k")
+    expire(store)
+    effect = Counting()
+    out = Guard(store, spec(effect="opaque", on_stale=policy)).run("k", P, effect)
+    assert isinstance(out, outcome) and effect.calls == 0
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.token, rec.lease_until) == (state, 2, None)
+    assert [e.event for e in store.history("mail", "k")] == ["take_over"]
+
+
+def test_at_least_once_redoes_once_then_holds(store):
+    stale_claim(store, "mail", "k")
+    expire(store)
+    g = Guard(store, spec(effect="opaque", on_stale="at-least-once"))
+    crashed = Guard(store, g.spec, fault_hook=lambda point: "crash" if point == "after_claim" else None)
+    with pytest.raises(onceonly.InjectedCrash):
+        crashed.run("k", P, Counting())  # the redo dies too
+    expire(store)
+    effect = Counting()
+    out = g.run("k", P, effect)
+    assert isinstance(out, Held) and "one extra" in out.reason and effect.calls == 0
+
+
+def test_two_workers_racing_for_a_stale_claim_one_wins(store):
+    claim = stale_claim(store, "mail", "k")
+    expire(store)
+    won = store.take_over("mail", "k", claim.token, State.CLAIMED, "a", 30_000, "r")
+    lost = store.take_over("mail", "k", claim.token, State.CLAIMED, "b", 30_000, "r")
+    assert won is not None and won.token == 2 and lost is None
+
+
+def test_a_failure_write_never_touches_a_success(store):
+    g = Guard(store, spec())
+    g.run("k", P, Counting())
+    late = OpMove("mail", "k", 1, State.CLAIMED, State.FAILED, error="late failure")
+    assert store.move(late) is False
+    assert store.get("mail", "k").record.state is State.COMPLETED
+
+
+def test_a_worker_whose_claim_was_taken_over_cannot_complete(store):
+    g = Guard(store, spec(effect="keyed"))
+
+    def slow_effect(ctx):
+        expire(store)  # meanwhile the lease ran out and another worker took over
+        other = store.take_over("mail", "k", ctx.token, State.CLAIMED, "other", 30_000, "r")
+        assert other is not None
+        return Sent("ref-x", None)
+
+    with pytest.raises(LostClaim, match="held token 1.*now claimed with token 2"):
+        g.run("k", P, slow_effect)
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.owner, rec.external_ref) == (State.CLAIMED, "other", None)
+    assert [e.event for e in store.history("mail", "k")] == ["lost_claim"]
+
+
+def test_not_sent_releases_the_claim_for_later(store):
+    g = Guard(store, spec(effect="opaque"))
+    out = g.run("k", P, Counting(NotSent("connection refused")))
+    assert isinstance(out, RetryLater) and out.retry_after_ms == 500
+    rec = store.get("mail", "k").record
+    assert rec.state is State.QUEUED and rec.error == "connection refused"
+    assert isinstance(g.run("k", P, Counting()), NotDue)
+    expire(store, 600)
+    assert isinstance(g.run("k", P, Counting()), Done)
+    assert store.get("mail", "k").record.attempts == 2
+
+
+def test_unknown_is_retried_under_the_claim_for_keyed_then_released(store):
+    effect = Counting(OutcomeUnknown("timeout"))
+    out = Guard(store, spec(effect="keyed")).run("k", P, effect)
+    assert isinstance(out, RetryLater) and effect.calls == 4  # 1 + max_retries
+    assert store.get("mail", "k").record.state is State.QUEUED
+
+
+@pytest.mark.parametrize("policy, state", [("hold", State.HELD), ("at-most-once", State.FAILED)])
+def test_unknown_opaque_follows_the_policy_at_once(store, policy, state):
+    effect = Counting(OutcomeUnknown("reset after write"))
+    Guard(store, spec(effect="opaque", on_stale=policy)).run("k", P, effect)
+    rec = store.get("mail", "k").record
+    assert effect.calls == 1 and rec.state is state and rec.error == "reset after write"
+    assert [e.event for e in store.history("mail", "k")] == ["hold" if state is State.HELD else "failed"]
+
+
+def test_permanent_failure_is_failed_and_audited(store):
+    out = Guard(store, spec()).run("k", P, Counting(PermanentFailure("422 unprocessable")))
+    assert out == Failed("422 unprocessable")
+    assert store.get("mail", "k").record.state is State.FAILED
+    assert [e.event for e in store.history("mail", "k")] == ["failed"]
+
+
+def test_cancel_while_sending_withdraws_at_the_destination(store):
+    withdrawn = []
+
+    def effect(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        return Sent("item-9", None)
+
+    out = Guard(store, spec()).run("k", P, effect, withdraw=lambda ctx, ref: withdrawn.append(ref))
+    assert out == Cancelled("item-9") and withdrawn == ["item-9"]
+    assert store.get("mail", "k").record.state is State.CANCELLED
+    assert [e.event for e in store.history("mail", "k")] == ["compensated"]
+
+
+def test_a_failed_withdraw_leaves_the_operation_completed_and_says_so(store):
+    def effect(ctx):
+        store.request_cancel("mail", "k", ctx.token)
+        return Sent("item-9", None)
+
+    def withdraw(ctx, ref):
+        raise RuntimeError("delete answered 503")
+
+    out = Guard(store, spec()).run("k", P, effect, withdraw=withdraw)
+    assert isinstance(out, WithdrawFailed) and out.external_ref == "item-9"
+    rec = store.get("mail", "k").record
+    assert rec.state is State.COMPLETED and "withdraw failed" in rec.error
+
+
+def test_heartbeat_renews_the_lease_and_carries_a_cancel_to_the_effect(store):
+    import time
+
+    g = Guard(store, spec(effect="opaque", lease="600ms", timeout="5s", heartbeat="100ms"))
+    seen = {}
+
+    def effect(ctx):
+        lease0 = store.get("mail", "k").record.lease_until
+        time.sleep(0.35)
+        seen["renewed"] = store.get("mail", "k").record.lease_until > lease0
+        store.request_cancel("mail", "k", ctx.token)
+        deadline = time.monotonic() + 2
+        while not ctx.cancel_requested() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if ctx.cancel_requested():
+            raise NotSent("stopped: cancel requested")
+        return Sent("r", None)
+
+    out = g.run("k", P, effect)
+    assert seen["renewed"] and isinstance(out, Cancelled)
+    assert store.get("mail", "k").record.state is State.CANCELLED
+
+
+def test_timing_rules_refuse_to_start_naming_both_values():
+    with pytest.raises(onceonly.TimingError, match=r"job timeout \(10s\) must be shorter than the lease \(10s\)"):
+        spec(lease="10s", timeout="10s")
+    with pytest.raises(onceonly.TimingError, match=r"heartbeat \(11s\) must renew the lease at least every lease/3 \(10s\)"):
+        spec(lease="30s", timeout="5m", heartbeat="11s")
+    with pytest.raises(onceonly.TimingError, match=r"queue redelivery timeout \(5s\) must be longer than the job timeout \(10s\)"):
+        spec(redelivery_timeout="5s")
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda g: g.run("", P, Counting()), onceonly.InvalidKey, "operation key is empty"),
+    (lambda g: g.run("a\nb", P, Counting()), onceonly.InvalidKey, "control character U\\+000A"),
+    (lambda g: g.run("x" * 513, P, Counting()), onceonly.InvalidKey, "513 bytes"),
+    (lambda g: g.run("k", Payload.of({"a": object()}), Counting()), onceonly.InvalidPayload, "object at \\$.a"),
+])
+def test_bad_input_is_refused_and_nothing_written(store, call, error, words):
+    with pytest.raises(error, match=words):
+        call(Guard(store, spec()))
+    assert store.get("mail", "k") is None and store.get("mail", "") is None
+
+
+def test_unknown_effect_kind_and_policy_are_named():
+    with pytest.raises(onceonly.UnknownEffectKind, match="unknown effect kind 'smtp'"):
+        spec(effect="smtp")
+    with pytest.raises(onceonly.UnknownEffectKind, match="unknown stale-claim policy 'maybe'"):
+        spec(effect="opaque", on_stale="maybe")
+
+
+def test_unreachable_databases_are_named(tmp_path):
+    with pytest.raises(onceonly.Unreachable, match=r"postgresql://u:\*\*\*@127.0.0.1:1/x unreachable"):
+        onceonly.connect("postgresql://u:secret@127.0.0.1:1/x").migrate()
+    with pytest.raises(onceonly.Unreachable, match="does not exist"):
+        onceonly.connect(f"sqlite:///{tmp_path}/no/such/dir/x.db").migrate()
+    with pytest.raises(onceonly.InvalidInput, match="not a database URL"):
+        onceonly.connect("mysql://x")
+
+
+def test_a_broken_postgres_connection_is_replaced(pg_store):
+    import psycopg
+
+    g = Guard(pg_store, spec())
+    g.run("a", P, Counting())
+    pid = pg_store._conn().info.backend_pid
+    with psycopg.connect(pg_store.url, autocommit=True) as admin:  # as a server restart would
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(onceonly.OnceonlyError):
+        g.run("b", P, Counting())
+    assert isinstance(g.run("b", P, Counting()), Done)
+    assert pg_store._conn().info.backend_pid != pid

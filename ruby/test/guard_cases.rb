@@ -1,0 +1,313 @@
+# frozen_string_literal: true
+
+# The guard's transitions, run on every store (SqliteGuardTest, PgGuardTest).
+# Leases expire by moving the store's clock, not by sleeping.
+module GuardCases
+  include FreshStores
+
+  # An effect that counts its calls and can look up and withdraw.
+  class Dest
+    attr_reader :sent, :withdrawn
+    attr_accessor :fail_with, :lookup_finds
+
+    def initialize
+      @sent = []
+      @withdrawn = []
+    end
+
+    def perform(ctx)
+      @sent << ctx.idempotency_key
+      raise fail_with if fail_with
+
+      Onceonly::Done.new(external_ref: "item-#{@sent.size}", result: { "n" => @sent.size })
+    end
+
+    def lookup(ctx)
+      lookup_finds && Onceonly::Done.new(external_ref: "found", result: { "found" => ctx.idempotency_key })
+    end
+
+    def withdraw(_ctx, ref)
+      @withdrawn << ref
+      true
+    end
+  end
+
+  def store
+    @store ||= new_store
+  end
+
+  def guard(effect = :keyed, on_stale: nil, lease: 10, timeout: 5, **opts)
+    spec = Onceonly::JobSpec.new(job_type: "t.#{effect}", effect: effect, on_stale: on_stale,
+                                 lease: lease, timeout: timeout, heartbeat: opts.delete(:heartbeat))
+    Onceonly::Guard.new(store, spec, **opts)
+  end
+
+  def row(g, key)
+    store.op_get(g.spec.job_type, key).record
+  end
+
+  # A claim left by a worker that died right after claiming.
+  def leave_claim(g, key, payload = { "p" => 1 })
+    dying = Onceonly::Guard.new(store, g.spec, owner: "dead-worker",
+                                               fault_hook: ->(point, _) { raise Onceonly::InjectedCrash, point if point == :after_claim })
+    assert_raises(Onceonly::InjectedCrash) { dying.run(key, payload) { flunk "acted after a crash" } }
+    assert_equal "claimed", row(g, key).state
+  end
+
+  def test_first_delivery_acts_and_repeats_get_the_stored_result
+    g = guard
+    dest = Dest.new
+    first = g.run("k", { "a" => 1 }, dest)
+    assert_equal Onceonly::Outcome::Done.new(result: { "n" => 1 }, external_ref: "item-1", repeat: false), first
+    2.times do
+      again = g.run("k", { "a" => 1 }, dest)
+      assert again.repeat
+      assert_equal({ "n" => 1 }, again.result)
+    end
+    assert_equal ["t.keyed:k"], dest.sent
+    r = row(g, "k")
+    assert_equal ["completed", 1, 1, '{"a":1}', "item-1"], [r.state, r.token, r.attempts, r.payload, r.external_ref]
+  end
+
+  def test_a_live_claim_is_left_alone_and_reported_in_progress
+    g = guard(lease: 10)
+    leave_claim(g, "k")
+    out = guard.run("k", { "p" => 1 }) { flunk "acted on a live claim" }
+    assert_kind_of Onceonly::Outcome::InProgress, out
+    assert_equal "dead-worker", out.owner
+    assert_equal 10_000, out.lease_ms
+  end
+
+  def test_another_payload_under_the_same_key_is_refused_and_nothing_written
+    g = guard
+    g.run("k", { "a" => 1 }) { 1 }
+    before = row(g, "k")
+    err = assert_raises(Onceonly::PayloadMismatch) { g.run("k", { "a" => 2 }) { flunk } }
+    assert_match(/exists with another payload/, err.message)
+    assert_equal before, row(g, "k")
+  end
+
+  def test_bad_input_raises_naming_the_problem_and_writes_nothing
+    g = guard
+    assert_match(/control character/, assert_raises(Onceonly::InvalidInput) { g.run("a\nb") { 1 } }.message)
+    assert_match(/empty/, assert_raises(Onceonly::InvalidInput) { g.run("") { 1 } }.message)
+    assert_match(/no JSON form/, assert_raises(Onceonly::InvalidInput) { g.run("k", { "t" => Object.new }) { 1 } }.message)
+    assert_match(/needs an effect/, assert_raises(Onceonly::InvalidInput) { g.run("k") }.message)
+    assert_empty store.op_list
+  end
+
+  def test_timing_rules_refuse_a_guard_naming_the_numbers
+    err = assert_raises(Onceonly::TimingError) { guard(lease: 10, timeout: 10) }
+    assert_match(/job timeout \(10s\) must be shorter than the lease \(10s\)/, err.message)
+    err = assert_raises(Onceonly::TimingError) { guard(lease: 30, timeout: 300, heartbeat: 11) }
+    assert_match(%r{heartbeat \(11s\) must renew the lease at least every lease/3 \(10s\)}, err.message)
+    guard(lease: 30, timeout: 300, heartbeat: 10)
+    assert_match(/unknown effect kind/, assert_raises(Onceonly::InvalidInput) { guard(:emailish) }.message)
+    assert_match(/"1 minute" is not a duration/, assert_raises(Onceonly::InvalidInput) { guard(lease: "1 minute") }.message)
+  end
+
+  def test_keyed_stale_claim_is_taken_over_and_redone_with_the_same_key
+    g = guard(:keyed, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    dest = Dest.new
+    out = g.run("k", { "p" => 1 }, dest)
+    assert_equal false, out.repeat
+    r = row(g, "k")
+    assert_equal ["completed", 2, 2], [r.state, r.token, r.attempts]
+    event = store.op_history(g.spec.job_type, "k").last
+    assert_equal ["take_over", g.owner, 2, "claimed", "claimed"],
+                 [event.event, event.actor, event.token, event.from_state, event.to_state]
+    assert_match(/stale token 1: took over a claim of dead-worker/, event.detail)
+  end
+
+  def test_lookup_looks_first_after_a_stale_claim_and_completes_with_what_it_found
+    g = guard(:lookup, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    dest = Dest.new
+    dest.lookup_finds = true
+    out = g.run("k", { "p" => 1 }, dest)
+    assert_equal "found", out.external_ref
+    assert_empty dest.sent, "found by lookup: not sent again"
+  end
+
+  def test_opaque_hold_holds_a_stale_claim_for_a_person
+    g = guard(:opaque, on_stale: :hold, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    out = g.run("k", { "p" => 1 }) { flunk "acted under hold" }
+    assert_kind_of Onceonly::Outcome::Held, out
+    r = row(g, "k")
+    assert_equal ["held", 2], [r.state, r.token]
+    assert_equal "take_over", store.op_history(g.spec.job_type, "k").last.event
+  end
+
+  def test_opaque_at_most_once_gives_a_stale_claim_up
+    g = guard(:opaque, on_stale: :at_most_once, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    out = g.run("k", { "p" => 1 }) { flunk "acted under at-most-once" }
+    assert_kind_of Onceonly::Outcome::Failed, out
+    assert_equal "failed", row(g, "k").state
+  end
+
+  def test_opaque_at_least_once_redoes_once_then_holds
+    g = guard(:opaque, on_stale: :at_least_once, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    # The redo dies too: the second stale claim is held, not redone again.
+    dying = Onceonly::Guard.new(store, g.spec, fault_hook: ->(p, _) { raise Onceonly::InjectedCrash, p if p == :after_effect })
+    acted = 0
+    assert_raises(Onceonly::InjectedCrash) { dying.run("k", { "p" => 1 }) { acted += 1 } }
+    assert_equal [1, 2], [acted, row(g, "k").attempts]
+    store.advance_clock(10_001)
+    out = g.run("k", { "p" => 1 }) { acted += 1 }
+    assert_kind_of Onceonly::Outcome::Held, out
+    assert_equal 1, acted
+  end
+
+  def test_only_one_of_two_racing_take_overs_wins
+    g = guard(:keyed, lease: 10)
+    leave_claim(g, "k")
+    store.advance_clock(10_001)
+    stale = row(g, "k")
+    a = store.op_take_over(job_type: stale.job_type, op_key: "k", stale_token: 1, to: "claimed", owner: "a", lease_ms: 10_000, reason: "x")
+    b = store.op_take_over(job_type: stale.job_type, op_key: "k", stale_token: 1, to: "claimed", owner: "b", lease_ms: 10_000, reason: "x")
+    assert_equal 2, a.token
+    assert_nil b
+  end
+
+  def test_a_failure_write_never_lands_on_a_success
+    g = guard
+    g.run("k", { "a" => 1 }) { 1 }
+    late = store.op_move(job_type: g.spec.job_type, op_key: "k", token: 1, from: "claimed", to: "failed", error: "late")
+    assert_equal false, late
+    assert_equal "completed", row(g, "k").state
+  end
+
+  def test_a_worker_whose_claim_was_taken_over_records_nothing_and_gets_lost_claim
+    g = guard(:keyed, lease: 10)
+    other = Onceonly::Guard.new(store, g.spec, owner: "other")
+    err = assert_raises(Onceonly::LostClaim) do
+      g.run("k", { "p" => 1 }) do
+        store.advance_clock(10_001)
+        other.run("k", { "p" => 1 }) { "other's result" }
+        "mine"
+      end
+    end
+    assert_equal 1, err.token
+    r = row(g, "k")
+    assert_equal ["completed", 2, '"other\'s result"'], [r.state, r.token, r.result]
+    assert_equal "lost_claim", store.op_history(g.spec.job_type, "k").last.event
+  end
+
+  def test_not_sent_releases_the_claim_with_a_backoff
+    g = guard(:keyed, max_retries: 0)
+    out = g.run("k", { "p" => 1 }) { raise Onceonly::Effect::NotSent, "connection refused" }
+    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused"), out
+    r = row(g, "k")
+    assert_equal ["queued", "connection refused"], [r.state, r.error]
+    assert_kind_of Onceonly::Outcome::NotDue, g.run("k", { "p" => 1 }) { flunk "claimed before due" }
+    store.advance_clock(500)
+    assert_equal false, g.run("k", { "p" => 1 }) { "ok" }.repeat
+    assert_equal 2, row(g, "k").attempts
+  end
+
+  def test_an_unknown_outcome_follows_the_kind
+    assert_kind_of Onceonly::Outcome::RetryLater, guard(:keyed, max_retries: 0).run("k1", 1) { raise "reset" }
+    assert_kind_of Onceonly::Outcome::Held, guard(:opaque).run("k2", 1) { raise Onceonly::Effect::Unknown, "timeout" }
+    assert_kind_of Onceonly::Outcome::Failed, guard(:opaque, on_stale: :at_most_once).run("k3", 1) { raise "timeout" }
+    assert_kind_of Onceonly::Outcome::RetryLater, guard(:opaque, on_stale: :at_least_once).run("k4", 1) { raise "x" }
+    assert_equal "hold", store.op_history("t.opaque", "k2").last.event
+    assert_equal %w[queued held failed queued], %w[k1 k2 k3 k4].zip(%w[t.keyed t.opaque t.opaque t.opaque]).map { |k, t| store.op_get(t, k).record.state }
+  end
+
+  def test_a_timed_out_effect_is_stopped_and_its_outcome_unknown
+    g = guard(:opaque, lease: 2, timeout: 0.2)
+    finished = false
+    out = g.run("k", 1) do
+      sleep 1
+      finished = true
+    end
+    assert_kind_of Onceonly::Outcome::Held, out
+    assert_match(/timed out after 200ms/, out.reason)
+    refute finished
+  end
+
+  def test_permanent_failure_is_recorded_failed
+    g = guard(:keyed)
+    out = g.run("k", 1) { raise Onceonly::Effect::PermanentFailure, "422 invalid address" }
+    assert_equal Onceonly::Outcome::Failed.new(error: "422 invalid address"), out
+    assert_equal "failed", store.op_history(g.spec.job_type, "k").last.event
+  end
+
+  def test_cancel_requested_while_the_effect_ran_withdraws_it
+    g = guard(:keyed)
+    dest = Dest.new
+    # An operator asks to cancel while the effect runs (just after it, before completion).
+    g.fault_hook = lambda do |point, ctx|
+      store.op_request_cancel(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token) if point == :after_effect
+    end
+    out = g.run("k", 1, dest)
+    assert_equal Onceonly::Outcome::Cancelled.new(withdrawn_ref: "item-1"), out
+    assert_equal ["item-1"], dest.withdrawn
+    assert_equal ["cancelled", "compensated"], [row(g, "k").state, store.op_history(g.spec.job_type, "k").last.event]
+  end
+
+  def test_the_heartbeat_keeps_a_long_effect_s_claim_and_carries_a_cancel_request
+    g = guard(:keyed, lease: 0.3, timeout: 3, heartbeat: 0.1)
+    seen = nil
+    out = g.run("k", 1) do |ctx|
+      store.op_request_cancel(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token)
+      sleep 0.6 # twice the lease: only the heartbeat keeps the claim ours
+      seen = ctx.cancel_requested?
+      raise Onceonly::Effect::NotSent, "stopped: cancel requested"
+    end
+    assert seen, "the heartbeat carried the cancel request"
+    assert_kind_of Onceonly::Outcome::Cancelled, out
+  end
+
+  def test_the_heartbeat_stops_an_effect_whose_claim_was_taken
+    g = guard(:keyed, lease: 0.3, timeout: 3, heartbeat: 0.1)
+    other = Onceonly::Guard.new(store, g.spec, owner: "other")
+    reached_end = false
+    assert_raises(Onceonly::LostClaim) do
+      g.run("k", 1) do
+        store.advance_clock(60_000)
+        other.run("k", 1) { "theirs" }
+        sleep 1
+        reached_end = true
+      end
+    end
+    refute reached_end
+  end
+
+  def test_local_effects_commit_with_the_claim_or_not_at_all
+    g = guard(:local)
+    store.with_connection { |c| create_effects_table(c) }
+    store.with_connection do |conn|
+      out = g.run_local("k", { "a" => 1 }, conn: conn) { |c, ctx| insert_effect(c, ctx.op_key) }
+      assert_equal({ "rows" => 1 }, out.result)
+      assert g.run_local("k", { "a" => 1 }, conn: conn) { |c, ctx| insert_effect(c, ctx.op_key) }.repeat
+      err = assert_raises(Onceonly::LocalEffectFailed) do
+        g.run_local("k2", nil, conn: conn) do |c, ctx|
+          insert_effect(c, ctx.op_key)
+          raise "disk full"
+        end
+      end
+      assert_match(/rolled back: RuntimeError: disk full/, err.message)
+      crashing = Onceonly::Guard.new(store, g.spec, fault_hook: ->(p, _) { raise Onceonly::InjectedCrash, p if p == :after_effect })
+      assert_raises(Onceonly::InjectedCrash) { crashing.run_local("k3", nil, conn: conn) { |c, ctx| insert_effect(c, ctx.op_key) } }
+      assert_equal [["k"]], effects(conn)
+    end
+    assert_nil store.op_get(g.spec.job_type, "k2")
+    assert_nil store.op_get(g.spec.job_type, "k3")
+    assert_equal "completed", row(g, "k").state
+  end
+
+  def test_run_refuses_a_local_spec_and_run_local_the_others
+    assert_match(/run_local/, assert_raises(Onceonly::InvalidInput) { guard(:local).run("k") { 1 } }.message)
+    assert_match(/for local effects/, assert_raises(Onceonly::InvalidInput) { guard(:keyed).run_local("k") { 1 } }.message)
+  end
+end

@@ -1,0 +1,103 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+require "minitest/autorun"
+require "securerandom"
+require "tmpdir"
+require "onceonly"
+require "onceonly/stores/sqlite"
+
+Onceonly.logger.level = Logger::ERROR unless ENV["ONCEONLY_LOG"]
+REPO_ROOT = File.expand_path("../..", __dir__)
+
+# Test helpers, once: a fresh database per test, servers that must be up
+# under CI=true, and the Rust CLI's binary.
+module Support
+  PG_URL = ENV.fetch("ONCEONLY_TEST_PG", "postgres://postgres@127.0.0.1:5432/test")
+
+  module_function
+
+  def ci?
+    ENV["CI"] == "true"
+  end
+
+  # Skips with a loud message outside CI; fails under CI=true.
+  def unavailable!(test, what)
+    raise "#{what} is unreachable, and CI=true: failing, not skipping" if ci?
+
+    warn "\n!!! SKIPPED #{test.name}: #{what} is unreachable (outside CI a test may skip; under CI=true it fails) !!!"
+    test.skip("#{what} unreachable")
+  end
+
+  def pg_up?
+    return @pg_up unless @pg_up.nil?
+
+    require "pg"
+    PG.connect(PG_URL).close
+    @pg_up = true
+  rescue LoadError, StandardError
+    @pg_up = false
+  end
+
+  # Runs `sql` on the tests' PostgreSQL database.
+  def pg_admin(sql, url: PG_URL)
+    conn = PG.connect(url)
+    conn.exec("SET client_min_messages TO warning")
+    conn.exec(sql)
+  ensure
+    conn&.close
+  end
+
+  # The Rust CLI: $ONCEONLY_BIN, else the repository's target/debug/onceonly
+  # (built when missing).
+  def onceonly_bin
+    return ENV["ONCEONLY_BIN"] if ENV["ONCEONLY_BIN"] && !ENV["ONCEONLY_BIN"].empty?
+
+    bin = File.join(ENV.fetch("CARGO_TARGET_DIR", File.join(REPO_ROOT, "target")), "debug", "onceonly")
+    unless File.executable?(bin)
+      system("cargo", "build", "-q", "-p", "onceonly-cli", chdir: REPO_ROOT) or raise "cargo build -p onceonly-cli failed"
+    end
+    bin
+  end
+end
+
+# A fresh store per test: a SQLite file in a temporary directory, or a
+# PostgreSQL schema of its own (dropped after the test).
+module FreshStores
+  def setup
+    super
+    @cleanups = []
+  end
+
+  def teardown
+    @cleanups.reverse_each(&:call)
+    super
+  end
+
+  def sqlite_store
+    dir = Dir.mktmpdir("onceonly-rb")
+    @cleanups << -> { FileUtils.rm_rf(dir) }
+    store = Onceonly.connect("sqlite://#{dir}/ops.db")
+    store.migrate
+    store
+  end
+
+  def pg_store
+    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    require "onceonly/stores/postgres"
+    schema = "rb_#{SecureRandom.hex(5)}"
+    store = Onceonly.connect(Support::PG_URL, schema: schema)
+    @cleanups << -> { Support.pg_admin(%(DROP SCHEMA IF EXISTS "#{schema}" CASCADE)) }
+    store.migrate
+    store
+  end
+
+  # A fresh PostgreSQL database (the Rust CLI always uses the schema `onceonly`).
+  def pg_database_url
+    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    name = "rb_#{SecureRandom.hex(5)}"
+    Support.pg_admin(%(CREATE DATABASE "#{name}"))
+    @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }
+    Support::PG_URL.sub(%r{/[^/]*\z}, "/#{name}")
+  end
+end
