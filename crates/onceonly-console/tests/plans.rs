@@ -66,7 +66,7 @@ async fn operator_reads_use_their_indexes_on_sqlite() {
     for p in [&live, &finished, &events, &held, &stuck] {
         for line in p.lines() {
             assert!(
-                !(line.starts_with("SCAN onceonly_ops") && !line.contains("INDEX")),
+                !line.starts_with("SCAN onceonly_ops") || line.contains("INDEX"),
                 "a scan of the whole table: {p}"
             );
         }
