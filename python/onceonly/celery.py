@@ -17,7 +17,8 @@ What each outcome does to the message (the task is ``acks_late`` and
 - held: not retried; logged with job and key; the task fails with :class:`OperationHeld`;
 - failed for good / cancelled: not retried (:class:`OperationFailed`, :class:`OperationCancelled`);
 - another payload under the same key: :class:`onceonly.PayloadMismatch`, not retried;
-- database unreachable: retried with a countdown.
+- database unreachable or a database error: retried with a countdown (a claim it
+  left comes back, once past its lease, for the stale-claim policy).
 
 Before the worker consumes, every guarded task's timing is checked against
 the broker's redelivery timeout (DESIGN.md section 4); a violation stops the
@@ -31,11 +32,11 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from celery import Celery, signals
-from celery.exceptions import Reject
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from . import connect
 from .canonical import Payload
-from .errors import InjectedCrash, InvalidKey, OnceonlyError, Unreachable
+from .errors import DatabaseError, InjectedCrash, InvalidKey, OnceonlyError, Unreachable
 from .guard import Guard
 from .outcome import Cancelled, Done, Failed, Held, InProgress, NotDue, RetryLater, WithdrawFailed
 from .spec import JobSpec, Kind, fmt_ms, to_ms
@@ -200,7 +201,11 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
             except InjectedCrash:
                 # An injected crash stands for a dead worker: the broker redelivers.
                 raise Reject("onceonly: injected crash", requeue=True)
-            except Unreachable as e:
+            except (Unreachable, DatabaseError, SoftTimeLimitExceeded) as e:
+                # Retried, not failed: a failed task is acknowledged, and a claim
+                # it left would never come back for the stale-claim policy. (The
+                # soft limit inside the effect is an unknown outcome, recorded;
+                # here it hit the claim or the completion write.)
                 log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
                 raise self.retry(exc=e, countdown=5)
             return _settle(self, spec, op_key, outcome)

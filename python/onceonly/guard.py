@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional, Tuple, Union
 
 from .canonical import Payload, canonical_json
 from .effect import EffectCtx, NotSent, OutcomeUnknown, PermanentFailure, Sent
-from .errors import (EffectTimeout, InjectedCrash, InvalidInput, LocalEffectFailed, LostClaim,
-                     NotFound, PayloadMismatch)
+from .errors import (EffectTimeout, InjectedCrash, InvalidInput, InvalidPayload, LocalEffectFailed,
+                     LostClaim, NotFound, PayloadMismatch)
 from .keys import idempotency_key, validate_op_key
 from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
@@ -45,6 +45,15 @@ def retry_backoff_ms(attempt: int) -> int:
 
 def _result_text(result: Any) -> str:
     return canonical_json(result)
+
+
+def _storable(result: Any) -> Tuple[Optional[str], Optional[str]]:
+    """(result JSON, None), or (None, why) for a result that is not JSON: the
+    effect happened all the same, and its completion must be recorded."""
+    try:
+        return _result_text(result), None
+    except InvalidPayload as e:
+        return None, f"the effect's result was not stored: {e}"
 
 
 class Guard:
@@ -179,7 +188,7 @@ class Guard:
                 except Exception as e:  # the destination could not say
                     return (_NOT_SENT, f"lookup unavailable: {e}")
                 if found is not None:
-                    return (_DONE, found)
+                    return (_DONE, found if isinstance(found, Sent) else Sent(None, found))
             if ctx.cancel_requested():
                 return (_FAILED, "cancel requested before the effect")
             report = self._call(perform, ctx)
@@ -193,6 +202,10 @@ class Guard:
             look_first = kind is Kind.LOOKUP
             time.sleep(backoff)
             backoff *= 2
+            if ctx.remaining() == 0:
+                # Rust's job timeout bounds the retries too (timeout < lease):
+                # none starts after it, so none runs once the claim may be taken over.
+                return report
 
     def _call(self, perform: Perform, ctx: EffectCtx) -> Report:
         try:
@@ -216,11 +229,13 @@ class Guard:
         what, detail = report
         if what == _DONE:
             sent: Sent = detail
-            text = _result_text(sent.result)
+            text, unstored = _storable(sent.result)
+            if unstored:
+                log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
             p = self._move(ctx, State.COMPLETED, unless_cancel_requested=True,
-                           external_ref=sent.external_ref, result=text)
+                           external_ref=sent.external_ref, result=text, error=unstored)
             if self.store.move(p):
-                return Done(json.loads(text), sent.external_ref, repeat=False)
+                return Done(None if text is None else json.loads(text), sent.external_ref, repeat=False)
             return self._completion_refused(ctx, sent, text, withdraw)
         if what == _NOT_SENT:
             released = self._release(ctx, detail)
@@ -274,7 +289,7 @@ class Guard:
         event = {State.HELD: "hold", State.CANCELLED: "cancelled"}.get(to, "failed")
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, reason)
 
-    def _completion_refused(self, ctx: EffectCtx, sent: Sent, text: str, withdraw: Optional[Withdraw]) -> Outcome:
+    def _completion_refused(self, ctx: EffectCtx, sent: Sent, text: Optional[str], withdraw: Optional[Withdraw]) -> Outcome:
         """The completion changed nothing: a cancel came while the effect ran (withdraw), or the claim is gone."""
         r = self._get(ctx.op_key).record
         if not (r.state is State.CLAIMED and r.token == ctx.token and r.cancel_requested):
@@ -286,7 +301,8 @@ class Guard:
             error = "this effect cannot be withdrawn"
         else:
             try:
-                withdraw(ctx, sent.external_ref)
+                if withdraw(ctx, sent.external_ref) is False:  # an explicit no, as Ruby reads a falsy answer
+                    error = "the destination did not confirm the withdraw"
             except Exception as e:
                 error = str(e) or type(e).__name__
         if error is None:
@@ -395,6 +411,10 @@ class _Heartbeat:
     def _loop(self) -> None:
         g, ctx, interval = self.guard, self.ctx, self.guard.spec.heartbeat_ms / 1000
         while not self._stop.wait(interval):
+            if ctx.remaining() == 0:
+                # Timed out: Rust stops the effect and its heartbeat here. A thread
+                # cannot be stopped, so its claim is left to run out and go stale.
+                return
             try:
                 beat = g.store.heartbeat(ctx.job_type, ctx.op_key, ctx.token, g.spec.lease_ms)
             except Exception as e:

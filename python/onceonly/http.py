@@ -62,7 +62,7 @@ class HttpDestination:
             if ref is None:
                 raise PermanentFailure(f"the destination answered {status} without an id")
             return Sent(ref, {"id": ref})
-        if status in (408, 409, 429) or status >= 500:
+        if status in (408, 409, 429) or 500 <= status <= 599:
             raise OutcomeUnknown(f"the destination answered {status}")
         raise PermanentFailure(f"the destination answered {status}: {data[:200]!r}")
 
@@ -98,4 +98,9 @@ def _id_of(data: bytes) -> Optional[str]:
     except ValueError:
         return None
     ref = value.get("id") if isinstance(value, dict) else None
-    return str(ref) if ref is not None else None
+    # As the Rust destination: a non-empty string or a number; anything else is no id.
+    if isinstance(ref, str):
+        return ref or None
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        return str(ref)
+    return None

@@ -140,6 +140,11 @@ class JobSpec:
 
     def validate(self) -> None:
         validate_job_type(self.job_type)
+        # The guard compares kinds and policies by identity: names given to the
+        # dataclass directly ("opaque", "hold") become the enum members here.
+        self.effect, self.on_stale = Kind.parse(self.effect), StalePolicy.parse(self.on_stale)
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise InvalidInput(f"max_retries {self.max_retries!r} must be 0 or more")
         broken = self.broken_timing_rules()
         if broken:
             raise TimingError(f"timing rule broken: job {self.job_type}: " + "; ".join(broken))

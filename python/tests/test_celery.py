@@ -56,6 +56,41 @@ def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
     assert (long.soft_time_limit, long.time_limit) == (300, 315)
 
 
+@pytest.mark.parametrize("error", ["database", "soft time limit"])
+def test_an_error_after_the_claim_retries_the_task_not_drops_it(sqlite_store, monkeypatch, error):
+    # A task failing with an error would be acknowledged, and its claim never
+    # revisited (nothing in Celery sweeps stale claims as the Rust relay does):
+    # a claim past its lease must come back for the policy to decide.
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db=sqlite_store, job="dberr", key="k")(lambda ctx, k: {"sent": k})
+
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    # The soft limit is a signal: it can land in the completion write too.
+    raised = onceonly.DatabaseError("move.sql: database is locked") if error == "database" else SoftTimeLimitExceeded()
+
+    def broken(*a, **kw):
+        raise raised
+
+    class Retried(Exception):
+        pass
+
+    retried = {}
+
+    def retry(exc=None, countdown=None, **kw):
+        retried.update(exc=exc, countdown=countdown)
+        return Retried()
+
+    monkeypatch.setattr(sqlite_store, "move", broken)
+    monkeypatch.setattr(task, "retry", retry)
+    with pytest.raises(Retried):
+        task("o-1")
+    assert retried["exc"] is raised and retried["countdown"] > 0
+    assert sqlite_store.get("dberr", "o-1").record.state is onceonly.State.CLAIMED
+
+
 def test_bad_settings_are_refused_when_the_task_is_defined():
     from celery import Celery
 

@@ -112,6 +112,16 @@ def test_lookup_looks_first_after_a_stale_claim(store):
     assert looked == ["mail:k"] and effect.calls == 0
 
 
+def test_a_lookup_that_finds_a_plain_value_completes_with_it(store):
+    # As a perform's plain return value (and Ruby's lookup): the value found is
+    # the result. It must not break the recording and leave the claim unwritten.
+    stale_claim(store, "mail", "k")
+    expire(store)
+    out = Guard(store, spec(effect="lookup")).run("k", P, Counting(), lookup=lambda ctx: {"id": "found-1"})
+    assert out == Done({"id": "found-1"}, None, repeat=False)
+    assert store.get("mail", "k").record.state is State.COMPLETED
+
+
 def test_lookup_not_found_sends(store):
     stale_claim(store, "mail", "k")
     expire(store)
@@ -131,6 +141,17 @@ def test_opaque_stale_claim_follows_the_policy_without_acting(store, policy, sta
     rec = store.get("mail", "k").record
     assert (rec.state, rec.token, rec.lease_until) == (state, 2, None)
     assert [e.event for e in store.history("mail", "k")] == ["take_over"]
+
+
+@pytest.mark.parametrize("policy, state", [("hold", State.HELD), ("at-most-once", State.FAILED)])
+def test_a_spec_built_directly_with_names_keeps_its_policy(store, policy, state):
+    # JobSpec("mail", "opaque", "hold") is a dataclass call: its kind and policy
+    # as plain names must mean what they say, not fall through to a redo.
+    stale_claim(store, "mail", "k")
+    expire(store)
+    effect = Counting()
+    Guard(store, onceonly.JobSpec("mail", "opaque", policy)).run("k", P, effect)
+    assert effect.calls == 0 and store.get("mail", "k").record.state is state
 
 
 def test_at_least_once_redoes_once_then_holds(store):
@@ -178,6 +199,20 @@ def test_a_worker_whose_claim_was_taken_over_cannot_complete(store):
     assert [e.event for e in store.history("mail", "k")] == ["lost_claim"]
 
 
+def test_a_done_effect_whose_result_is_not_json_is_still_recorded_completed(store):
+    # Rust always records a done effect (its result is a JSON value). Here the
+    # effect happened: a result that cannot be stored must not leave the claim
+    # unwritten for the stale-claim policy to hold or redo.
+    import datetime
+
+    out = Guard(store, spec()).run("k", P, lambda ctx: Sent("item-1", datetime.datetime(2026, 1, 1)))
+    assert out == Done(None, "item-1", repeat=False)
+    rec = store.get("mail", "k").record
+    assert (rec.state, rec.external_ref, rec.result) == (State.COMPLETED, "item-1", None)
+    assert "not stored" in rec.error and "datetime" in rec.error
+    assert Guard(store, spec()).run("k", P, Counting()) == Done(None, "item-1", repeat=True)
+
+
 def test_not_sent_releases_the_claim_for_later(store):
     g = Guard(store, spec(effect="opaque"))
     out = g.run("k", P, Counting(NotSent("connection refused")))
@@ -194,6 +229,22 @@ def test_unknown_is_retried_under_the_claim_for_keyed_then_released(store):
     effect = Counting(OutcomeUnknown("timeout"))
     out = Guard(store, spec(effect="keyed")).run("k", P, effect)
     assert isinstance(out, RetryLater) and effect.calls == 4  # 1 + max_retries
+    assert store.get("mail", "k").record.state is State.QUEUED
+
+
+def test_no_retry_under_the_claim_starts_after_the_job_timeout(store):
+    # Rust bounds the retries by the job timeout (< lease): a retry after it
+    # could run while another worker, past the lease, takes the claim over.
+    import time
+
+    class Slow(Counting):
+        def __call__(self, ctx):
+            time.sleep(0.2)
+            return super().__call__(ctx)
+
+    effect = Slow(NotSent("connection refused"))
+    out = Guard(store, spec(effect="keyed", lease="1s", timeout="300ms")).run("k", P, effect)
+    assert isinstance(out, RetryLater) and effect.calls <= 2
     assert store.get("mail", "k").record.state is State.QUEUED
 
 
@@ -240,6 +291,19 @@ def test_a_failed_withdraw_leaves_the_operation_completed_and_says_so(store):
     assert rec.state is State.COMPLETED and "withdraw failed" in rec.error
 
 
+def test_a_withdraw_that_answers_false_is_not_taken_as_withdrawn(store):
+    # Rust's withdraw answers Withdrawn or NotWithdrawn (Ruby: a falsy answer is
+    # not withdrawn): the record must not say cancelled while the item is live.
+    def effect(ctx):
+        store.request_cancel("mail", "k", ctx.token)
+        return Sent("item-9", None)
+
+    out = Guard(store, spec()).run("k", P, effect, withdraw=lambda ctx, ref: False)
+    assert isinstance(out, WithdrawFailed) and out.external_ref == "item-9"
+    assert store.get("mail", "k").record.state is State.COMPLETED
+    assert [e.event for e in store.history("mail", "k")] == ["withdraw_failed"]
+
+
 def test_heartbeat_renews_the_lease_and_carries_a_cancel_to_the_effect(store):
     import time
 
@@ -270,6 +334,13 @@ def test_timing_rules_refuse_to_start_naming_both_values():
         spec(lease="30s", timeout="5m", heartbeat="11s")
     with pytest.raises(onceonly.TimingError, match=r"queue redelivery timeout \(5s\) must be longer than the job timeout \(10s\)"):
         spec(redelivery_timeout="5s")
+
+
+def test_a_negative_max_retries_is_refused():
+    # Rust's max_retries is a u32: retries under one claim are bounded. Here -1
+    # would retry a not-sent effect for ever under the claim, past its lease.
+    with pytest.raises(onceonly.InvalidInput, match=r"max_retries -1 must be 0 or more"):
+        spec(max_retries=-1)
 
 
 @pytest.mark.parametrize("call, error, words", [
@@ -312,3 +383,21 @@ def test_a_broken_postgres_connection_is_replaced(pg_store):
         g.run("b", P, Counting())
     assert isinstance(g.run("b", P, Counting()), Done)
     assert pg_store._conn().info.backend_pid != pid
+
+
+def test_the_heartbeat_stops_renewing_at_the_job_timeout(store):
+    # Rust stops a timed-out effect, and with it the heartbeat: a hung effect's
+    # claim runs out one lease later and the policy decides (DESIGN.md 4).
+    import time
+
+    g = Guard(store, spec(effect="keyed", lease="300ms", timeout="400ms", heartbeat="100ms"))
+    seen = {}
+
+    def effect(ctx):
+        time.sleep(1.2)
+        snap = store.get("mail", "k")
+        seen["lease_over"] = snap.record.lease_until <= snap.now
+        return Sent("r", None)
+
+    g.run("k", P, effect)
+    assert seen["lease_over"], "the heartbeat renewed the lease past the job timeout"

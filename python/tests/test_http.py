@@ -43,10 +43,14 @@ def ctx():
 @pytest.mark.parametrize("status, body, outcome", [
     (201, {"id": "item-1"}, None),
     (200, {}, PermanentFailure),        # 2xx without an id breaks the protocol
+    (200, {"id": ""}, PermanentFailure),  # an empty id is no id (as the Rust destination)
+    (200, {"id": True}, PermanentFailure),  # an id is a string or a number
+    (200, {"id": {"n": 1}}, PermanentFailure),
     (422, {"error": "bad"}, PermanentFailure),
     (409, None, OutcomeUnknown),
     (429, None, OutcomeUnknown),
     (503, None, OutcomeUnknown),
+    (600, None, PermanentFailure),      # outside the protocol: not a 5xx
 ])
 def test_send_classifies_the_answer(server, status, body, outcome):
     url, answers = server

@@ -106,6 +106,12 @@ module GuardCases
     assert_match(/"1 minute" is not a duration/, assert_raises(Onceonly::InvalidInput) { guard(lease: "1 minute") }.message)
   end
 
+  # Rust's max_retries is a u32: retries under one claim are bounded; -1
+  # would retry a not-sent effect under the claim until the job timeout.
+  def test_a_negative_max_retries_is_refused
+    assert_match(/max_retries -1 must be 0 or more/, assert_raises(Onceonly::InvalidInput) { guard(max_retries: -1) }.message)
+  end
+
   def test_keyed_stale_claim_is_taken_over_and_redone_with_the_same_key
     g = guard(:keyed, lease: 10)
     leave_claim(g, "k")
@@ -200,6 +206,18 @@ module GuardCases
     r = row(g, "k")
     assert_equal ["completed", 2, '"other\'s result"'], [r.state, r.token, r.result]
     assert_equal "lost_claim", store.op_history(g.spec.job_type, "k").last.event
+  end
+
+  # Rust always records a done effect (its result is a JSON value): a result
+  # that cannot be stored must not leave the claim unwritten for the policy.
+  def test_a_done_effect_whose_result_is_not_json_is_still_recorded_completed
+    g = guard(:keyed)
+    out = g.run("k", 1) { Onceonly::Done.new(external_ref: "item-1", result: { "x" => Float::NAN }) }
+    assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: false), out
+    r = row(g, "k")
+    assert_equal ["completed", "item-1", nil], [r.state, r.external_ref, r.result]
+    assert_match(/not stored.*NaN/, r.error)
+    assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: true), g.run("k", 1) { flunk }
   end
 
   def test_not_sent_releases_the_claim_with_a_backoff

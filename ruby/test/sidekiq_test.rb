@@ -36,6 +36,29 @@ class HeldMail
   end
 end
 
+# A lookup job whose class defines no onceonly_lookup.
+class LookupMail
+  include Sidekiq::Job
+  include Onceonly::Sidekiq.guard(key: 0, effect: :lookup, lease: 10, timeout: 5)
+
+  def perform(order_id)
+    Effects.counts["lookup:#{order_id}"] += 1
+  end
+end
+
+# A job with no onceonly_withdraw; an operator asks to cancel while it runs.
+class CancelledMail
+  include Sidekiq::Job
+  include Onceonly::Sidekiq.guard(key: 0, effect: :keyed, lease: 10, timeout: 5)
+
+  def perform(order_id)
+    ctx = onceonly.ctx
+    Onceonly::Sidekiq.store.op_request_cancel(job_type: ctx.job_type, op_key: ctx.op_key, token: ctx.token)
+    Effects.counts["cancelled:#{order_id}"] += 1
+    Onceonly::Done.new(external_ref: "msg-#{order_id}", result: "sent")
+  end
+end
+
 # The Sidekiq integration in this process, on real Redis and a real SQLite
 # file: the outcomes, the push-time check, the retry delay, the re-drive.
 class SidekiqTest < Minitest::Test
@@ -50,7 +73,7 @@ class SidekiqTest < Minitest::Test
     end
     @store = sqlite_store
     Onceonly::Sidekiq.store = @store
-    [KeyedMail, HeldMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }
+    [KeyedMail, HeldMail, LookupMail, CancelledMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }
     Effects.counts.clear
   end
 
@@ -150,5 +173,27 @@ class SidekiqTest < Minitest::Test
     assert_equal ["completed", 2], @store.op_get("KeyedMail", "order-7").record.then { |r| [r.state, r.token] }
     assert_equal "held", @store.op_get("HeldMail", "h7").record.state
     assert_equal({ "KeyedMail:order-7" => 1 }, Effects.counts, "keyed redone once; hold did not act")
+  end
+
+  def test_a_lookup_job_without_onceonly_lookup_releases_a_stale_claim_as_lookup_unavailable
+    # As the Rust guard (an effect with no lookup is "unavailable"): not sent, released for later.
+    Onceonly::Sidekiq.fault_hook = ->(point, _) { raise Onceonly::InjectedCrash, point if point == :after_claim }
+    assert_raises(Onceonly::InjectedCrash) { LookupMail.new.perform("l1") }
+    Onceonly::Sidekiq.fault_hook = nil
+    @store.advance_clock(10_001)
+    err = assert_raises(Onceonly::Sidekiq::RetryLater) { LookupMail.new.perform("l1") }
+    assert_match(/lookup unavailable/, err.message)
+    r = @store.op_get("LookupMail", "l1").record
+    assert_equal ["queued", 2], [r.state, r.token]
+    assert_empty Effects.counts
+  end
+
+  def test_a_cancel_while_a_job_without_onceonly_withdraw_ran_leaves_it_completed_and_says_so
+    # As the Rust guard: no withdraw is "this effect cannot be withdrawn"; recorded, not left claimed.
+    assert_nil CancelledMail.new.perform("c1")
+    r = @store.op_get("CancelledMail", "c1").record
+    assert_equal ["completed", '"sent"', "msg-c1"], [r.state, r.result, r.external_ref]
+    assert_match(/withdraw failed/, r.error)
+    assert_equal %w[withdraw_failed], @store.op_history("CancelledMail", "c1").map(&:event)
   end
 end

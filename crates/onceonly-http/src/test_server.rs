@@ -1,6 +1,12 @@
 //! A real HTTP destination on 127.0.0.1 that counts what reaches it, for the
 //! replay harness and end-to-end tests. It speaks the protocol of docs/DESIGN.md
 //! section 6 in one of three modes, and can be told to misbehave.
+//!
+//! It serves https:// when started with [`TestServer::start_tls`], or by
+//! [`TestServer::start`] when the environment names a certificate and key
+//! (`ONCEONLY_TEST_TLS_CERT`, `ONCEONLY_TEST_TLS_KEY`): that runs every test
+//! and replay scenario that uses it over HTTPS (clients then trust its CA
+//! through `SSL_CERT_FILE`; see `.ci/steps/35-https.sh`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,6 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::Deserialize;
+
+use crate::tls_listener::{TlsIdentity, TlsListener};
 
 /// How the destination treats repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +61,32 @@ struct Shared {
 #[derive(Clone)]
 pub struct TestServer {
     addr: SocketAddr,
+    tls: bool,
     shared: Shared,
 }
 
 impl TestServer {
-    /// Starts a destination on an ephemeral port of 127.0.0.1.
+    /// Starts a destination on an ephemeral port of 127.0.0.1: over TLS when
+    /// `ONCEONLY_TEST_TLS_CERT` and `ONCEONLY_TEST_TLS_KEY` name PEM files.
     pub async fn start(mode: Mode) -> std::io::Result<Self> {
+        match (
+            std::env::var_os("ONCEONLY_TEST_TLS_CERT"),
+            std::env::var_os("ONCEONLY_TEST_TLS_KEY"),
+        ) {
+            (Some(cert), Some(key)) => {
+                let identity = TlsIdentity::from_files(cert.as_ref(), key.as_ref())?;
+                Self::start_tls(mode, &identity).await
+            }
+            _ => Self::serve(mode, None).await,
+        }
+    }
+
+    /// Starts an https:// destination with this certificate and key.
+    pub async fn start_tls(mode: Mode, identity: &TlsIdentity) -> std::io::Result<Self> {
+        Self::serve(mode, Some(identity)).await
+    }
+
+    async fn serve(mode: Mode, tls: Option<&TlsIdentity>) -> std::io::Result<Self> {
         let shared = Shared {
             mode,
             items: Arc::default(),
@@ -69,15 +97,30 @@ impl TestServer {
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(Self { addr, shared })
+        match tls {
+            Some(identity) => {
+                let listener = TlsListener::new(listener, identity)?;
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                });
+            }
+            None => {
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                });
+            }
+        }
+        Ok(Self {
+            addr,
+            tls: tls.is_some(),
+            shared,
+        })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` when serving TLS.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Items ever created for idempotency key `JOB:KEY` (withdrawn ones included).

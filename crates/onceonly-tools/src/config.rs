@@ -13,6 +13,11 @@
 //! lock_lifetime = "1m"           # any lock held around the job
 //! max_retries = 3
 //! retention = "30d"              # a running relay purges finished records older than this
+//! ca_cert = "private-ca.pem"     # PEM CAs trusted next to the system's (relative to this file)
+//!
+//! [jobs.send_receipt.http]       # the destination's request shape (docs/destinations.md)
+//! url = "{base}/v1/messages"
+//! headers = { Authorization = "Bearer {env.MAIL_TOKEN}" }
 //! ```
 //!
 //! A file that does not parse, names an unknown field or holds a bad value
@@ -24,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use onceonly::{EffectKind, JobSpec, StalePolicy};
+use onceonly_http::{Shape, ShapeSpec};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
@@ -60,6 +66,11 @@ pub struct JobSettings {
     pub max_retries: Option<u32>,
     /// A running relay purges this job type's finished records older than this.
     pub retention: Option<Duration>,
+    /// A PEM file of CAs trusted next to the system's (made relative to
+    /// the settings file's folder).
+    pub ca_cert: Option<PathBuf>,
+    /// The destination's request shape; `None` is the default shape.
+    pub http: Option<ShapeSpec>,
 }
 
 impl JobSettings {
@@ -149,6 +160,14 @@ impl Config {
                     ));
                 }
             }
+            if let Some(http) = &job.http {
+                // Every variable reads as empty here: the shape's form is
+                // checked now, the environment when a worker starts.
+                Shape::resolve(http.get_ref(), |_| Some(String::new()))
+                    .and_then(|shape| shape.check_effect(effect))
+                    .map_err(|e| format!("{}: {}: {e}", at(Some(http.span())), field("http")))?;
+            }
+            let base = path.parent().unwrap_or(Path::new(""));
             let settings = JobSettings {
                 job_type: job_type.clone(),
                 effect,
@@ -160,6 +179,8 @@ impl Config {
                 lock_lifetime: job.lock_lifetime.map(|d| d.0),
                 max_retries: job.max_retries,
                 retention: job.retention.map(|d| d.0),
+                ca_cert: job.ca_cert.map(|p| base.join(p)),
+                http: job.http.map(Spanned::into_inner),
             };
             jobs.insert(job_type, settings);
         }
@@ -215,6 +236,8 @@ struct JobDe {
     lock_lifetime: Option<Dur>,
     max_retries: Option<u32>,
     retention: Option<Dur>,
+    ca_cert: Option<PathBuf>,
+    http: Option<Spanned<ShapeSpec>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -48,6 +48,7 @@ module Onceonly
       @spec = spec.validate!
       @owner = owner
       @max_retries = Integer(max_retries)
+      raise InvalidInput, "max_retries #{@max_retries} must be 0 or more" if @max_retries.negative?
       @fault_hook = fault_hook
     end
 

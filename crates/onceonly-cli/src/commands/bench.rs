@@ -50,7 +50,7 @@ pub struct Args {
     /// Relay batch sizes to measure (1 = no batching).
     #[arg(long, value_delimiter = ',', default_value = "1,500")]
     batches: Vec<u32>,
-    /// Relay destinations to measure (noop, http).
+    /// Relay destinations to measure (noop, http, https).
     #[arg(long, value_delimiter = ',', default_value = "noop,http")]
     destinations: Vec<String>,
     /// Concurrent claim loops of the relay and of its raw baseline.

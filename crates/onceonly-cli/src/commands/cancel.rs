@@ -1,15 +1,16 @@
 //! `onceonly cancel`: cancel an operation and withdraw it at the destination.
 //! Exits 0 only when the operation ends cancelled with nothing of it live.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-use anyhow::Context;
 
 use onceonly::ops::{cancel_as, get, CancelOutcome};
 use onceonly::{State, Store};
 use onceonly_http::HttpDestination;
 
+use crate::commands::config::Config;
+use crate::commands::destination;
 use crate::commands::resolve::actor;
 use crate::store::{open_migrated, with_store};
 
@@ -22,22 +23,58 @@ pub struct Args {
     /// Operation key.
     #[arg(long)]
     key: String,
-    /// The destination to withdraw a sent item from.
+    /// The destination to withdraw a sent item from (http:// or https://).
     #[arg(long)]
     http: Option<String>,
+    /// The settings file (onceonly.toml): the job's destination, request
+    /// shape (its withdraw request) and CA file; --http overrides the URL.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A PEM file of certificate authorities trusted next to the system's.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// A header on every request, "NAME: VALUE"; VALUE may take {env.VAR}.
+    /// Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
     /// How long to wait for a worker holding the claim to stop or withdraw.
     #[arg(long, default_value = "30s", value_parser = onceonly::parse_duration)]
     wait: Duration,
 }
 
+impl Args {
+    /// The destination to withdraw from: --http, or the settings file's,
+    /// with the job's shape; none when neither names one.
+    fn destination(&self) -> anyhow::Result<Option<HttpDestination>> {
+        let config = self.config.as_deref().map(Config::load).transpose()?;
+        let file = config.as_ref().map(|c| c.job(&self.job)).transpose()?;
+        let Some(base) = self
+            .http
+            .clone()
+            .or_else(|| file.and_then(|f| f.destination.clone()))
+        else {
+            return Ok(None);
+        };
+        let flags = destination::Flags {
+            ca_cert: self.ca_cert.as_ref(),
+            idempotency_header: None,
+            headers: &self.headers,
+        };
+        let http = destination::build(
+            &self.job,
+            &base,
+            file,
+            &flags,
+            None,
+            Duration::from_secs(10),
+        )?;
+        Ok(Some(http))
+    }
+}
+
 /// Cancels, waiting for an in-flight claim's owner when there is one.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let destination = args
-        .http
-        .as_deref()
-        .map(|url| HttpDestination::new(url, Duration::from_secs(10)))
-        .transpose()
-        .context("--http")?;
+    let destination = args.destination()?;
     let store = open_migrated(db).await?;
     with_store!(&store, s => cancel_and_wait(s, &args, destination.as_ref()).await)
 }

@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod check;
 pub mod config;
 pub mod console;
+pub mod destination;
 pub mod enqueue;
 pub mod held;
 pub mod history;

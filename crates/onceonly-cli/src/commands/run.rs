@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::config::Config;
+use super::destination;
 use crate::store::{open_migrated, with_store};
 
 /// Arguments of `onceonly run`.
@@ -30,10 +31,24 @@ pub struct Args {
     /// from it; flags given here override them.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// The destination's base URL (POST BASE/items). Required unless the
-    /// settings file gives the job a destination.
+    /// The destination's base URL, http:// or https:// (POST BASE/items in
+    /// the default shape). Required unless the settings file gives the job
+    /// a destination.
     #[arg(long)]
     http: Option<String>,
+    /// A PEM file of certificate authorities trusted next to the system's
+    /// (for a private CA).
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// The header that carries JOB:KEY on a send, or `none` (the
+    /// destination cannot dedup: --effect lookup or opaque).
+    #[arg(long, value_name = "NAME|none")]
+    idempotency_header: Option<String>,
+    /// A header on every request, "NAME: VALUE"; VALUE may take
+    /// {env.VAR} (read at start; a missing variable refuses to start).
+    /// Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
     /// keyed (the destination dedups on Idempotency-Key), lookup (it can be
     /// searched by key) or opaque (neither). Required unless the settings
     /// file gives it.
@@ -71,8 +86,8 @@ pub struct Args {
 impl Args {
     /// The job's spec, destination and retention: the settings file's
     /// (when given) under the flags given here, over the defaults. Checked
-    /// against the timing rules.
-    fn spec(&self) -> anyhow::Result<(JobSpec, String, Option<Duration>)> {
+    /// against the timing rules and the destination's shape.
+    fn spec(&self) -> anyhow::Result<(JobSpec, HttpDestination, Option<Duration>)> {
         let config = self.config.as_deref().map(Config::load).transpose()?;
         let file = config.as_ref().map(|c| c.job(&self.job)).transpose()?;
         let effect = match (&self.effect, file) {
@@ -124,15 +139,27 @@ impl Args {
                 "--http BASE_URL is required (or --config with a file that gives this job's destination)"
             ),
         };
+        let flags = destination::Flags {
+            ca_cert: self.ca_cert.as_ref(),
+            idempotency_header: self.idempotency_header.as_deref(),
+            headers: &self.headers,
+        };
+        // One request may take half the attempt, so a retry still fits in it.
+        let http = destination::build(
+            &self.job,
+            &http,
+            file,
+            &flags,
+            Some(spec.effect),
+            spec.timeout / 2,
+        )?;
         Ok((spec, http, file.and_then(|f| f.retention)))
     }
 }
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let (spec, http, retention) = args.spec()?;
-    // One request may take half the attempt, so a retry still fits in it.
-    let destination = HttpDestination::new(&http, spec.timeout / 2).context("--http")?;
+    let (spec, destination, retention) = args.spec()?;
     let metrics = match args.metrics {
         Some(addr) => Some(
             TcpListener::bind(addr)

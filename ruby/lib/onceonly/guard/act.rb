@@ -129,9 +129,11 @@ module Onceonly
     def record(ctx, outcome, effect)
       case outcome
       in [:done, external_ref, result]
-        result_text = JSON.generate(result)
-        if move(ctx, "completed", unless_cancel_requested: true, external_ref: external_ref, result: result_text)
-          return Outcome::Done.new(result: result, external_ref: external_ref, repeat: false)
+        result_text, unstored = storable(result)
+        Onceonly.logger.warn("onceonly: #{ctx.job_type}:#{ctx.op_key}: #{unstored}") if unstored
+        if move(ctx, "completed", unless_cancel_requested: true, external_ref: external_ref, result: result_text,
+                                  error: unstored)
+          return Outcome::Done.new(result: unstored ? nil : result, external_ref: external_ref, repeat: false)
         end
 
         completion_refused(ctx, external_ref, result_text, effect)
@@ -148,6 +150,14 @@ module Onceonly
       in [:unknown, reason]
         unknown(ctx, reason)
       end
+    end
+
+    # [JSON, nil], or [nil, why] for a result that is not JSON: the effect
+    # happened all the same, and its completion must be recorded.
+    def storable(result)
+      [JSON.generate(result), nil]
+    rescue JSON::GeneratorError => e
+      [nil, "the effect's result was not stored: #{e.message}"]
     end
 
     # An unknown outcome that retries under the claim did not clear.

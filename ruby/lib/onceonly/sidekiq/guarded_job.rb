@@ -88,14 +88,17 @@ module Onceonly
         @body.call
       end
 
+      # A missing method is an answer the guard records (lookup unavailable,
+      # withdraw failed), as the Rust guard's defaults: a StandardError, not
+      # NotImplementedError, which would escape and leave the claim unrecorded.
       def lookup(ctx)
-        raise NotImplementedError, "#{@job.class.name} defines no onceonly_lookup(ctx)" unless @job.respond_to?(:onceonly_lookup)
+        raise Onceonly::Error, "#{@job.class.name} defines no onceonly_lookup(ctx)" unless @job.respond_to?(:onceonly_lookup)
 
         @job.onceonly_lookup(ctx)
       end
 
       def withdraw(ctx, external_ref)
-        raise NotImplementedError, "#{@job.class.name} defines no onceonly_withdraw(ctx, external_ref)" unless @job.respond_to?(:onceonly_withdraw)
+        raise Onceonly::Error, "#{@job.class.name} defines no onceonly_withdraw(ctx, external_ref)" unless @job.respond_to?(:onceonly_withdraw)
 
         @job.onceonly_withdraw(ctx, external_ref)
       end

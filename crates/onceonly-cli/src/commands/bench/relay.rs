@@ -11,7 +11,7 @@ use onceonly::{
     Store,
 };
 use onceonly_http::test_server::{Mode, TestServer};
-use onceonly_http::HttpDestination;
+use onceonly_http::{ClientOptions, HttpDestination, Shape};
 use serde::Serialize;
 
 use super::targets::BenchTarget;
@@ -22,7 +22,7 @@ pub struct RelayArgs<'a> {
     pub ops: usize,
     /// Batch sizes (1 = no batching).
     pub batches: &'a [u32],
-    /// Destinations: `noop`, `http`.
+    /// Destinations: `noop`, `http`, `https`.
     pub destinations: &'a [String],
     /// Claim loops of the relay and of the raw baseline.
     pub workers: usize,
@@ -68,6 +68,7 @@ pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow
     }
     let server = TestServer::start(Mode::Keyed).await?;
     let http = HttpDestination::new(&server.base_url(), Duration::from_secs(5))?;
+    let (_tls_server, https) = https_destination().await?;
     let noop =
         EffectFn(|ctx: EffectCtx| async move { EffectOutcome::done_with_ref(ctx.idempotency_key) });
     let workers = args.workers.max(1);
@@ -78,11 +79,13 @@ pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow
             let destination: &'static str = match destination.as_str() {
                 "noop" => "noop",
                 "http" => "http",
-                other => anyhow::bail!("--destinations: unknown {other:?}; noop or http"),
+                "https" => "https",
+                other => anyhow::bail!("--destinations: unknown {other:?}; noop, http or https"),
             };
             let job = format!("relay_{destination}_{batch}_{}", std::process::id());
             let (relay_s, records) = match destination {
                 "noop" => drain(target, &job, n, batch, workers, &noop).await?,
+                "https" => drain(target, &job, n, batch, workers, &https).await?,
                 _ => drain(target, &job, n, batch, workers, &http).await?,
             };
             let raw_s = raw(target, &format!("{job}_raw"), n, batch, workers).await?;
@@ -106,6 +109,21 @@ pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow
         }
     }
     Ok(())
+}
+
+/// The same test destination over HTTPS (rustls), with a CA made for this
+/// run and trusted through a CA file, as `--ca-cert` does.
+async fn https_destination() -> anyhow::Result<(TestServer, HttpDestination)> {
+    let ca = onceonly_http::test_ca::make();
+    let server = TestServer::start_tls(Mode::Keyed, &ca.server).await?;
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), &ca.ca_pem)?;
+    let options = ClientOptions {
+        request_timeout: Duration::from_secs(5),
+        ca_cert: Some(file.path().to_owned()),
+    };
+    let https = HttpDestination::with_shape(&server.base_url(), Shape::default(), &options)?;
+    Ok((server, https))
 }
 
 async fn enqueue_all<T: BenchTarget>(target: &T, job: &str, n: usize) -> anyhow::Result<()> {
