@@ -61,6 +61,8 @@ enum Command {
     Replay(commands::replay::Args),
     /// Measure guarded operations against the same SQL run raw.
     Bench(commands::bench::Args),
+    /// Serve the operator console: held and stuck operations, resolved from a web page.
+    Console(commands::console::Args),
     /// (internal) one replay worker process, killed by the harness.
     #[command(hide = true, name = "replay-worker")]
     ReplayWorker(commands::replay::WorkerArgs),
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
             Command::Check(args) => commands::check::run(&db, args).await,
             Command::Replay(args) => commands::replay::run(&db, args).await,
             Command::Bench(args) => commands::bench::run(&db, args).await,
+            Command::Console(args) => commands::console::run(&db, args).await,
             Command::ReplayWorker(args) => commands::replay::worker(&db, args).await,
         }
     });

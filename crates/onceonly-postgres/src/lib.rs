@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod batcher;
+mod operator;
 mod queries;
 
 pub use batcher::BatchStats;
@@ -87,6 +88,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "partial_indexes",
         sql: include_str!("../migrations/0003_partial_indexes.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "operator",
+        sql: include_str!("../migrations/0004_operator.sql"),
     },
 ];
 

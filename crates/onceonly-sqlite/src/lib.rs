@@ -99,6 +99,7 @@
 mod checkpoint;
 mod direct;
 mod in_tx;
+mod operator;
 mod queries;
 mod writer;
 
@@ -162,6 +163,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "no_in_lists",
         sql: include_str!("../migrations/0004_no_in_lists.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "operator",
+        sql: include_str!("../migrations/0005_operator.sql"),
     },
 ];
 

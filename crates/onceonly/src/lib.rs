@@ -34,6 +34,7 @@ mod error;
 pub mod fault;
 mod guard;
 mod key;
+pub mod operator;
 pub mod ops;
 mod owner;
 pub mod protocol;

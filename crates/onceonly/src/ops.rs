@@ -136,10 +136,45 @@ pub async fn cancel_as<S: Store, E: Effect>(
     destination: Option<&E>,
     actor: &str,
 ) -> Result<CancelOutcome> {
-    // A row can move between our read and our write; re-read a few times.
+    cancel_fenced(store, job_type, op_key, destination, actor, None).await
+}
+
+/// [`cancel_as`], fenced on what the person looked at: the row's state and
+/// token. When the row is no longer in `seen` (it moved meanwhile), returns
+/// [`Error::Moved`] with the row as it stands, and changes nothing.
+pub async fn cancel_seen<S: Store, E: Effect>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    destination: Option<&E>,
+    actor: &str,
+    seen: (State, i64),
+) -> Result<CancelOutcome> {
+    cancel_fenced(store, job_type, op_key, destination, actor, Some(seen)).await
+}
+
+async fn cancel_fenced<S: Store, E: Effect>(
+    store: &S,
+    job_type: &str,
+    op_key: &str,
+    destination: Option<&E>,
+    actor: &str,
+    seen: Option<(State, i64)>,
+) -> Result<CancelOutcome> {
+    // A row can move between our read and our write; re-read a few times
+    // (only when the caller named no state: a person's decision is not
+    // re-applied to a row they did not see).
     for _ in 0..5 {
         let snap = get(store, job_type, op_key).await?;
         let r = &snap.record;
+        if let Some((state, token)) = seen {
+            if (r.state, r.token) != (state, token) {
+                return Err(Error::Moved {
+                    expected_token: token,
+                    record: Box::new(snap.record),
+                });
+            }
+        }
         let moved = match r.state {
             State::Cancelled => return Ok(CancelOutcome::AlreadyCancelled),
             State::Held => return Ok(CancelOutcome::Held),
@@ -182,6 +217,13 @@ pub async fn cancel_as<S: Store, E: Effect>(
             }
             State::Completed => return withdraw_completed(store, r, destination, actor).await,
         };
+        if !moved && seen.is_some() {
+            let now = get(store, job_type, op_key).await?;
+            return Err(Error::Moved {
+                expected_token: r.token,
+                record: Box::new(now.record),
+            });
+        }
         if moved {
             info!(job = job_type, key = op_key, "cancelled");
             let states = [r.state, State::Cancelled];

@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use onceonly::store::OpList;
-use onceonly::{DbTime, Record, State, Store};
+use onceonly::operator::{list, short_duration as short, started};
+use onceonly::{DbTime, Record, State};
 use serde::Serialize;
 
 use crate::store::{open_existing, with_store};
@@ -21,14 +21,7 @@ pub struct Args {
     json: bool,
 }
 
-/// Which list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
-    /// Held: a person must decide.
-    Held,
-    /// Claimed and past the lease.
-    Stuck,
-}
+pub use onceonly::operator::Which;
 
 /// One listed operation, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -59,7 +52,8 @@ struct Line<'a> {
 /// Lists held operations or stuck claims, oldest first.
 pub async fn run(db: &str, which: Which, args: Args) -> anyhow::Result<ExitCode> {
     let store = open_existing(db).await?;
-    let (records, now) = with_store!(&store, s => list(s, which, args.job.as_deref()).await)?;
+    let job = args.job.as_deref();
+    let (records, now) = with_store!(&store, s => list(s, which, job, None, 0).await)?;
     let lines: Vec<Line<'_>> = records.iter().map(|r| line(r, now)).collect();
     if args.json {
         for l in &lines {
@@ -69,38 +63,6 @@ pub async fn run(db: &str, which: Which, args: Args) -> anyhow::Result<ExitCode>
         print_table(which, &lines);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn list<S: Store>(
-    store: &S,
-    which: Which,
-    job: Option<&str>,
-) -> onceonly::Result<(Vec<Record>, DbTime)> {
-    let p = match which {
-        Which::Held => OpList {
-            job_type: job,
-            state: Some(State::Held),
-            ..OpList::default()
-        },
-        Which::Stuck => OpList {
-            job_type: job,
-            state: Some(State::Claimed),
-            lease_expired: true,
-            limit: None,
-        },
-    };
-    let mut records = store.op_list(&p).await?;
-    // Read after the list, so no age comes out negative.
-    let now = store.now().await?;
-    records.sort_by(|a, b| {
-        (started(a), &a.job_type, &a.op_key).cmp(&(started(b), &b.job_type, &b.op_key))
-    });
-    Ok((records, now))
-}
-
-/// When the claim in question began: the last claim, else the record's creation.
-fn started(r: &Record) -> DbTime {
-    r.claimed_at.unwrap_or(r.created_at)
 }
 
 fn ms(d: std::time::Duration) -> i64 {
@@ -134,18 +96,6 @@ fn line(r: &Record, now: DbTime) -> Line<'_> {
         cancel_requested: r.cancel_requested,
         updated_at: r.updated_at,
         now,
-    }
-}
-
-/// A short duration for a table: `850ms`, `12s`, `5m 3s`, `2h 5m`, `3d 4h`.
-fn short(ms: i64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms}ms"),
-        1..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m {}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h {}m", s / 3600, s / 60 % 60),
-        _ => format!("{}d {}h", s / 86_400, s / 3600 % 24),
     }
 }
 
@@ -222,18 +172,4 @@ fn print_table(which: Which, lines: &[Line<'_>]) {
         Which::Stuck => "stuck: claimed, lease over, not yet settled by a worker",
     };
     println!("{} {what}", lines.len());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::short;
-
-    #[test]
-    fn short_durations() {
-        assert_eq!(short(850), "850ms");
-        assert_eq!(short(12_000), "12s");
-        assert_eq!(short(303_000), "5m 3s");
-        assert_eq!(short(7_500_000), "2h 5m");
-        assert_eq!(short(273_600_000), "3d 4h");
-    }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cancel;
 pub mod check;
 pub mod config;
+pub mod console;
 pub mod consume;
 pub mod destination;
 pub mod enqueue;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{Connection, PgConnection, Row, TypeInfo, ValueRef};
+use sqlx::{Connection, Executor, PgConnection, Row, TypeInfo, ValueRef};
 
 /// Longest identifier accepted (PostgreSQL keeps 63 bytes).
 const MAX_IDENT: usize = 63;
@@ -222,12 +222,15 @@ impl Plan {
         self.check_columns(&present)?;
         let (last, setup) = self.statements.split_last().expect("statements");
         let (select, setup) = setup.split_last().expect("statements");
+        // Each a plain (unprepared) statement, passed as `&str`: sqlx's
+        // `raw_sql` future is not `Send` for every lifetime, which a caller
+        // on a web server's task needs.
         for s in setup {
-            sqlx::raw_sql(s).execute(&mut conn).await?;
+            conn.execute(s.as_str()).await?;
         }
         let rows = sqlx::query(select).fetch_all(&mut conn).await;
         // Always end the read-only transaction, whatever the query did.
-        sqlx::raw_sql(last).execute(&mut conn).await?;
+        conn.execute(last.as_str()).await?;
         let rows = rows?;
         conn.close().await?;
         rows.iter()

@@ -1,0 +1,66 @@
+//! `onceonly console` through the real binary: it refuses to listen beyond
+//! loopback without a token, before opening anything, and on loopback it
+//! serves the login page with the database's password hidden.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+
+use common::*;
+
+#[test]
+fn beyond_loopback_without_a_token_refuses_to_start() {
+    let db = sqlite_url();
+    let out = std::process::Command::new(bin())
+        .args(["--db", &db, "console", "--listen", "0.0.0.0:0"])
+        .env_remove("ONCEONLY_CONSOLE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without a token"), "{err}");
+    let path = db.trim_start_matches("sqlite://");
+    assert!(
+        !std::path::Path::new(path).exists(),
+        "nothing opened or created"
+    );
+}
+
+#[test]
+fn on_loopback_it_serves_the_login_page() {
+    let db = sqlite_url();
+    let mut child = std::process::Command::new(bin())
+        .args(["--db", &db, "console", "--listen", "127.0.0.1:0"])
+        .env("ONCEONLY_CONSOLE_TOKEN", "a-token-of-length")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "onceonly console: http://127.0.0.1:PORT/ (...)"
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let mut conn = TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "GET /held HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(
+        answer.contains("name=\"token\""),
+        "the token is asked for: {answer}"
+    );
+    assert!(!answer.contains("a-token-of-length"));
+}

@@ -1,0 +1,175 @@
+//! The onceonly operator console: held and stuck operations, resolved from a
+//! web page.
+//!
+//! Server-rendered pages (axum, askama templates checked at compile time; no
+//! script, no front-end build; the style sheet is in the binary): an
+//! overview of counts and rates, the held and stuck lists, one operation with
+//! its audit trail and the actions legal from its state. Every action calls
+//! the same library functions as the CLI (`onceonly::ops`,
+//! `onceonly::operator`), fenced on the state and token the page showed.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use onceonly_console::{Options, serve};
+//! let store = onceonly_sqlite::SqliteStore::connect("sqlite://onceonly.db").await?;
+//! let options = Options::new("sqlite://onceonly.db");
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+//! serve(store, options, listener).await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+mod actions;
+mod auth;
+mod error;
+mod pages;
+mod reports;
+mod view;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use onceonly::operator::OperatorStore;
+use onceonly_http::HttpDestination;
+
+pub use error::ConsoleError;
+
+/// How the console runs. Its `Debug` output shows neither the token nor the
+/// database's password.
+#[derive(Clone)]
+pub struct Options {
+    /// The token a person gives at login. Required to listen beyond loopback.
+    pub token: Option<String>,
+    /// Show everything, change nothing: no action forms, every action refused.
+    pub read_only: bool,
+    /// Where a completed operation is withdrawn when cancelled.
+    pub destination: Option<HttpDestination>,
+    /// The database, as shown on pages (its password is never shown).
+    pub database: String,
+    /// How far back the overview counts finished records and audit events.
+    pub window: Duration,
+    /// Rows per page of the held and stuck lists.
+    pub page_size: u32,
+    /// The settings file (`onceonly.toml`) the check page reads, afresh on
+    /// every view.
+    pub config: Option<PathBuf>,
+    /// The user's table the repeats page reports on (in the same database).
+    pub repeats: Option<onceonly_tools::repeats::Request>,
+    /// The database URL itself, for the repeats report's own read-only
+    /// connection; never shown or logged.
+    db_url: Secret,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("read_only", &self.read_only)
+            .field(
+                "destination",
+                &self.destination.as_ref().map(|d| d.base_url()),
+            )
+            .field("database", &self.database)
+            .field("window", &self.window)
+            .field("page_size", &self.page_size)
+            .field("config", &self.config)
+            .field("repeats", &self.repeats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A string kept out of `Debug` output.
+#[derive(Clone)]
+struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl Options {
+    /// Defaults for the database at `db_url`: no token, read-write, no
+    /// destination, a one-hour window, 50 rows a page.
+    pub fn new(db_url: &str) -> Self {
+        Self {
+            token: None,
+            read_only: false,
+            destination: None,
+            database: onceonly::db_url::redact(db_url),
+            window: Duration::from_secs(3600),
+            page_size: 50,
+            config: None,
+            repeats: None,
+            db_url: Secret(db_url.to_owned()),
+        }
+    }
+}
+
+/// Refuses to listen at `addr` beyond loopback without a token: anyone who
+/// can reach the port could resolve operations.
+pub fn check_listen(addr: SocketAddr, options: &Options) -> Result<(), ConsoleError> {
+    if !addr.ip().is_loopback() && options.token.is_none() {
+        return Err(ConsoleError::Refused(format!(
+            "refusing to listen on {addr} without a token: beyond loopback every page needs one \
+             (set ONCEONLY_CONSOLE_TOKEN or --token), or listen on 127.0.0.1"
+        )));
+    }
+    if options.token.as_deref().is_some_and(|t| t.trim().len() < 8) {
+        return Err(ConsoleError::Refused(
+            "the console token must be at least 8 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What every handler shares.
+pub(crate) struct App<S> {
+    pub store: S,
+    pub options: Options,
+    pub sessions: auth::Sessions,
+}
+
+pub(crate) type Shared<S> = Arc<App<S>>;
+
+/// The console's routes on `store`.
+pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
+    let app = Arc::new(App {
+        store,
+        options,
+        sessions: auth::Sessions::default(),
+    });
+    Router::new()
+        .route("/", get(pages::overview::<S>))
+        .route("/held", get(pages::held::<S>))
+        .route("/stuck", get(pages::stuck::<S>))
+        .route("/op", get(pages::operation::<S>))
+        .route("/op/resolve", post(actions::resolve::<S>))
+        .route("/op/cancel", post(actions::cancel::<S>))
+        .route("/check", get(reports::check::<S>))
+        .route("/repeats", get(reports::repeats::<S>))
+        .route("/login", get(auth::login_page::<S>).post(auth::login::<S>))
+        .route("/logout", post(auth::logout::<S>))
+        .route("/console.css", get(view::stylesheet))
+        .layer(axum::middleware::map_response(view::security_headers))
+        .with_state(app)
+}
+
+/// Serves the console on `listener` until the process stops.
+pub async fn serve<S: OperatorStore + Clone>(
+    store: S,
+    options: Options,
+    listener: tokio::net::TcpListener,
+) -> Result<(), ConsoleError> {
+    let addr = listener.local_addr().map_err(ConsoleError::Io)?;
+    check_listen(addr, &options)?;
+    tracing::info!(%addr, read_only = options.read_only, database = %options.database, "console listening");
+    axum::serve(listener, router(store, options))
+        .await
+        .map_err(ConsoleError::Io)
+}

@@ -1,0 +1,153 @@
+//! How records and times read on a page: links, ages, shortened keys, the
+//! style sheet and the headers every response carries.
+
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderName, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use onceonly::operator::{short_duration, started};
+use onceonly::{DbTime, Record, State};
+
+use crate::auth::{Flash, Operator};
+
+/// Characters of a key or error shown in a list before it is cut (the
+/// operation page shows it whole).
+const LIST_CHARS: usize = 60;
+
+/// The parts of every logged-in page: who, the CSRF token for its forms,
+/// the mode, the message left by the last action.
+pub(crate) struct Chrome {
+    pub operator: String,
+    pub csrf: String,
+    pub read_only: bool,
+    pub database: String,
+    pub flash: Option<Flash>,
+}
+
+impl Chrome {
+    pub fn new(op: Operator, read_only: bool, database: &str) -> Self {
+        Self {
+            operator: op.name,
+            csrf: op.csrf,
+            read_only,
+            database: database.to_owned(),
+            flash: op.flash,
+        }
+    }
+}
+
+/// A query string of `pairs`, percent-encoded.
+pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        q.append_pair(k, v);
+    }
+    q.finish()
+}
+
+/// The operation page's path.
+pub(crate) fn op_link(job: &str, key: &str) -> String {
+    format!("/op?{}", query(&[("job", job), ("key", key)]))
+}
+
+/// `text` cut to `LIST_CHARS` characters, with an ellipsis when cut.
+pub(crate) fn cut(text: &str) -> String {
+    if text.chars().count() <= LIST_CHARS {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(LIST_CHARS).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// One record in a list.
+pub(crate) struct Row {
+    pub job: String,
+    pub key: String,
+    pub key_short: String,
+    pub link: String,
+    pub token: i64,
+    pub attempts: i64,
+    pub owner: String,
+    pub age: String,
+    pub lease: String,
+    pub external_ref: String,
+    pub error: String,
+}
+
+impl Row {
+    pub fn new(r: &Record, now: DbTime) -> Self {
+        let lease = match (r.state, r.claimed_at, r.lease_until) {
+            (State::Claimed, Some(from), Some(until)) => format!(
+                "{} (over by {})",
+                age(until.since(from)),
+                age(now.since(until))
+            ),
+            _ => "-".to_owned(),
+        };
+        Self {
+            job: r.job_type.clone(),
+            key: r.op_key.clone(),
+            key_short: cut(&r.op_key),
+            link: op_link(&r.job_type, &r.op_key),
+            token: r.token,
+            attempts: r.attempts,
+            owner: r.owner.clone().unwrap_or_else(|| "-".into()),
+            age: age(now.since(started(r))),
+            lease,
+            external_ref: r.external_ref.clone().unwrap_or_else(|| "-".into()),
+            error: cut(r.error.as_deref().unwrap_or("")),
+        }
+    }
+}
+
+/// A duration as the CLI's tables show it.
+pub(crate) fn age(d: std::time::Duration) -> String {
+    short_duration(onceonly::operator::millis(d))
+}
+
+/// A time, or `-`.
+pub(crate) fn time(t: Option<DbTime>) -> String {
+    t.map_or_else(|| "-".to_owned(), |t| t.to_string())
+}
+
+/// GET /console.css: the one style sheet, kept in the binary.
+pub(crate) async fn stylesheet() -> Response {
+    (
+        [
+            (CONTENT_TYPE, "text/css; charset=utf-8"),
+            (CACHE_CONTROL, "max-age=3600"),
+        ],
+        include_str!("../assets/console.css"),
+    )
+        .into_response()
+}
+
+/// Headers on every response: no script may run (there is none), no other
+/// site may frame the pages, nothing is cached or sent to another site as
+/// a referrer.
+pub(crate) async fn security_headers(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    let set = |h: &mut axum::http::HeaderMap, name: &'static str, value: &'static str| {
+        h.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    };
+    set(
+        h,
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(h, "x-frame-options", "DENY");
+    set(h, "x-content-type-options", "nosniff");
+    // same-origin, not no-referrer: under no-referrer a browser sends
+    // `Origin: null` with a form, and the Origin check could not tell
+    // this site's forms from a sandboxed page's.
+    set(h, "referrer-policy", "same-origin");
+    if !h.contains_key(CACHE_CONTROL) {
+        set(h, "cache-control", "no-store");
+    }
+    res
+}

@@ -1,0 +1,122 @@
+//! [`OperatorStore`] for PostgreSQL: the operator's lists and counts, each
+//! an index range over the rows it reads (`queries/operator_*.sql`).
+
+use std::time::Duration;
+
+use onceonly::operator::{millis, EventCount, LiveCount, OpPage, OperatorStore, StateCount, Which};
+use onceonly::{DbTime, Record, Result};
+use onceonly_sqlx::record_from_row;
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+
+use crate::queries::in_schema;
+use crate::PgStore;
+
+const LIVE: &str = include_str!("../queries/operator_live.sql");
+const FINISHED: &str = include_str!("../queries/operator_finished.sql");
+const EVENTS: &str = include_str!("../queries/operator_events.sql");
+const HELD: &str = include_str!("../queries/operator_held.sql");
+const STUCK: &str = include_str!("../queries/operator_stuck.sql");
+
+/// A column's text parsed as `T` (a state or an event name).
+fn parsed<T: std::str::FromStr<Err = onceonly::Error>>(
+    row: &PgRow,
+    col: &'static str,
+) -> sqlx::Result<T> {
+    let text: String = row.try_get(col)?;
+    text.parse()
+        .map_err(|e: onceonly::Error| sqlx::Error::ColumnDecode {
+            index: col.to_owned(),
+            source: Box::new(e),
+        })
+}
+
+fn live(row: &PgRow) -> sqlx::Result<LiveCount> {
+    Ok(LiveCount {
+        job_type: row.try_get("job_type")?,
+        state: parsed(row, "state")?,
+        count: row.try_get("n")?,
+        stuck: row.try_get("stuck")?,
+        oldest: row.try_get::<Option<i64>, _>("oldest")?.map(DbTime),
+    })
+}
+
+fn state_count(row: &PgRow) -> sqlx::Result<StateCount> {
+    Ok(StateCount {
+        job_type: row.try_get("job_type")?,
+        state: parsed(row, "state")?,
+        count: row.try_get("n")?,
+    })
+}
+
+fn event_count(row: &PgRow) -> sqlx::Result<EventCount> {
+    Ok(EventCount {
+        event: parsed(row, "event")?,
+        count: row.try_get("n")?,
+    })
+}
+
+impl OperatorStore for PgStore {
+    async fn op_counts_live(&self) -> Result<Vec<LiveCount>> {
+        let sql = in_schema(LIVE, self.schema());
+        let rows = sqlx::query(&sql)
+            .bind(self.offset())
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err())?;
+        rows.iter()
+            .map(live)
+            .collect::<sqlx::Result<_>>()
+            .map_err(self.err())
+    }
+
+    async fn op_counts_finished(&self, window: Duration) -> Result<Vec<StateCount>> {
+        let sql = in_schema(FINISHED, self.schema());
+        let rows = sqlx::query(&sql)
+            .bind(self.offset())
+            .bind(millis(window))
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err())?;
+        rows.iter()
+            .map(state_count)
+            .collect::<sqlx::Result<_>>()
+            .map_err(self.err())
+    }
+
+    async fn op_counts_events(&self, window: Duration) -> Result<Vec<EventCount>> {
+        let sql = in_schema(EVENTS, self.schema());
+        let rows = sqlx::query(&sql)
+            .bind(self.offset())
+            .bind(millis(window))
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err())?;
+        rows.iter()
+            .map(event_count)
+            .collect::<sqlx::Result<_>>()
+            .map_err(self.err())
+    }
+
+    async fn op_page(&self, p: &OpPage<'_>) -> Result<Vec<Record>> {
+        let sql = in_schema(
+            match p.which {
+                Which::Held => HELD,
+                Which::Stuck => STUCK,
+            },
+            self.schema(),
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.offset())
+            .bind(p.job_type)
+            .bind(p.limit.map(i64::from))
+            .bind(i64::try_from(p.offset).unwrap_or(i64::MAX))
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err())?;
+        rows.iter()
+            .map(record_from_row)
+            .collect::<sqlx::Result<_>>()
+            .map_err(self.err())
+    }
+}
