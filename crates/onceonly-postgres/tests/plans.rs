@@ -100,9 +100,17 @@ async fn the_table_has_only_the_indexes_queries_read() {
     .await
     .unwrap();
     names.sort();
+    // ops_held is the operator's held list (migration 4); the others the
+    // relay's claim, its stale sweep and purge.
     assert_eq!(
         names,
-        ["ops_claimed", "ops_finished", "ops_pkey", "ops_queued"]
+        [
+            "ops_claimed",
+            "ops_finished",
+            "ops_held",
+            "ops_pkey",
+            "ops_queued"
+        ]
     );
 }
 
@@ -244,8 +252,16 @@ async fn migration_3_keeps_the_records_and_swaps_the_indexes() {
     .await
     .unwrap();
     names.sort();
+    // ops_held is the operator's held list (migration 4); the others the
+    // relay's claim, its stale sweep and purge.
     assert_eq!(
         names,
-        ["ops_claimed", "ops_finished", "ops_pkey", "ops_queued"]
+        [
+            "ops_claimed",
+            "ops_finished",
+            "ops_held",
+            "ops_pkey",
+            "ops_queued"
+        ]
     );
 }
