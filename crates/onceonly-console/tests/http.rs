@@ -21,6 +21,21 @@ fn options(url: &str) -> Options {
 
 /// The resolve form's fields for the operation page `page`, as a browser
 /// would send them.
+/// The fields every action form carries: the operation, the state and token
+/// the page showed (the fence), and the session's CSRF token.
+fn cancel_form(page: &str, job: &str, key: &str) -> Vec<(String, String)> {
+    [
+        ("job", job.to_owned()),
+        ("key", key.to_owned()),
+        ("state", field(page, "state")),
+        ("token", field(page, "token")),
+        ("csrf", field(page, "csrf")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
 fn resolve_form(
     page: &str,
     job: &str,
@@ -28,18 +43,10 @@ fn resolve_form(
     how: &str,
     reason: &str,
 ) -> Vec<(String, String)> {
-    [
-        ("job", job.to_owned()),
-        ("key", key.to_owned()),
-        ("state", field(page, "state")),
-        ("token", field(page, "token")),
-        ("csrf", field(page, "csrf")),
-        ("as", how.to_owned()),
-        ("reason", reason.to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
+    let mut form = cancel_form(page, job, key);
+    form.push(("as".to_owned(), how.to_owned()));
+    form.push(("reason".to_owned(), reason.to_owned()));
+    form
 }
 
 async fn pages_need_a_login<S: OperatorStore + Clone>(url: &str, store: S) {
@@ -213,13 +220,7 @@ async fn a_stale_form_changes_nothing<S: OperatorStore + Clone>(url: &str, store
     let (_, page) = get(&c, &format!("{base}{path}")).await;
     assert!(page.contains("id=\"cancel-form\""), "{page}");
     let claimed = dead_claim(&store, job, "order-10", &payload).await;
-    let form = [
-        ("job", job.to_owned()),
-        ("key", "order-10".to_owned()),
-        ("state", field(&page, "state")),
-        ("token", field(&page, "token")),
-        ("csrf", field(&page, "csrf")),
-    ];
+    let form = cancel_form(&page, job, "order-10");
     c.post(format!("{base}/op/cancel"))
         .form(&form)
         .send()
@@ -234,13 +235,7 @@ async fn a_stale_form_changes_nothing<S: OperatorStore + Clone>(url: &str, store
     );
     // Looked at again, the cancel goes through as a request to the owner.
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    let form = [
-        ("job", job.to_owned()),
-        ("key", "order-10".to_owned()),
-        ("state", field(&page, "state")),
-        ("token", field(&page, "token")),
-        ("csrf", field(&page, "csrf")),
-    ];
+    let form = cancel_form(&page, job, "order-10");
     c.post(format!("{base}/op/cancel"))
         .form(&form)
         .send()
@@ -482,13 +477,7 @@ async fn cancel_withdraws_a_completed_operation<S: OperatorStore + Clone>(url: &
     let c = logged_in(&base, "alice", Some(TOKEN)).await;
     let path = op_path(job, "invite-1");
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    let form = [
-        ("job", job.to_owned()),
-        ("key", "invite-1".to_owned()),
-        ("state", field(&page, "state")),
-        ("token", field(&page, "token")),
-        ("csrf", field(&page, "csrf")),
-    ];
+    let form = cancel_form(&page, job, "invite-1");
     let res = c
         .post(format!("{base}/op/cancel"))
         .form(&form)
