@@ -207,11 +207,17 @@ pub(crate) async fn cancel<S: OperatorStore>(
             owner.as_deref().unwrap_or("?")
         )),
         Ok(CancelOutcome::StillLive {
+            state,
             external_ref,
             reason,
         }) => refused(format!(
-            "It stays completed: item {} is still live at the destination ({reason}).",
+            "It stays {state}: item {} is still live at the destination ({reason}).",
             external_ref.as_deref().unwrap_or("(no reference)")
+        )),
+        Ok(CancelOutcome::NotLookedUp { attempts, reason }) => refused(format!(
+            "Nothing was changed: it was claimed {attempts} time(s) and may have been sent, \
+             and {reason}. Start the console with --http naming a destination that can look \
+             it up, or check the destination by hand."
         )),
         Ok(CancelOutcome::Held) => refused(
             "Nothing was changed: it is held, and nobody knows whether the item exists; resolve it."

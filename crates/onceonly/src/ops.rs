@@ -6,10 +6,10 @@ use std::time::Duration;
 use tracing::info;
 
 use crate::audit::{append, AuditKind};
-use crate::effect::{Effect, EffectCtx, WithdrawOutcome};
+use crate::effect::{Effect, EffectCtx, LookupOutcome, WithdrawOutcome};
 use crate::error::{Error, Result};
 use crate::key::{validate_job_type, validate_op_key, Payload};
-use crate::protocol::Move;
+use crate::protocol::{unclaimed_may_have_acted, Move};
 use crate::record::{Record, Snapshot, State};
 use crate::store::{Enqueued, OpAudit, OpEnqueue, OpPurge, OpRequestCancel, Store};
 
@@ -100,11 +100,25 @@ pub enum CancelOutcome {
         /// Who holds the claim.
         owner: Option<String>,
     },
-    /// Completed, and not withdrawn: the item is still at the destination.
+    /// Not cancelled, nothing changed: the item is live at the destination
+    /// and could not be withdrawn (a completed operation, or one an earlier
+    /// claim sent).
     StillLive {
+        /// Where the operation stays.
+        state: State,
         /// The item.
         external_ref: Option<String>,
         /// Why it could not be withdrawn.
+        reason: String,
+    },
+    /// Not cancelled, nothing changed: the operation is queued or failed
+    /// after `attempts` claims, any of which may have sent it, and the
+    /// destination could not be asked whether it did (none was given, or it
+    /// cannot look up). See [`unclaimed_may_have_acted`].
+    NotLookedUp {
+        /// Claims taken so far.
+        attempts: i64,
+        /// Why the destination was not asked.
         reason: String,
     },
     /// Held: nobody knows whether the item exists; a person resolves it.
@@ -113,7 +127,11 @@ pub enum CancelOutcome {
 
 /// Cancels an operation as docs/DESIGN.md section 2 says.
 ///
-/// Queued or failed: cancelled at once. Claimed: cancel requested (see
+/// Queued and never claimed: cancelled at once. Queued or failed after a
+/// claim, which may have sent it: looked up through `destination` first;
+/// what it finds is withdrawn, then the row cancelled (see
+/// [`CancelOutcome::NotLookedUp`] and [`CancelOutcome::StillLive`] for when
+/// it is not). Claimed: cancel requested (see
 /// [`CancelOutcome::Requested`]). Completed: withdrawn through `destination`
 /// first and only then marked cancelled; without a destination or when the
 /// withdraw fails it stays completed and [`CancelOutcome::StillLive`] says so
@@ -175,62 +193,22 @@ async fn cancel_fenced<S: Store, E: Effect>(
                 });
             }
         }
-        let moved = match r.state {
-            State::Cancelled => return Ok(CancelOutcome::AlreadyCancelled),
-            State::Held => return Ok(CancelOutcome::Held),
-            State::Queued | State::Failed => {
-                let cancel = if r.state == State::Queued {
-                    Move::CancelQueued
-                } else {
-                    Move::CancelFailed
-                };
-                let p = cancel
-                    .op(job_type, op_key, r.token)
-                    .with_error("cancelled by an operator");
-                store.op_move(&p).await?
-            }
-            State::Claimed => {
-                let p = OpRequestCancel {
-                    job_type,
-                    op_key,
-                    token: r.token,
-                };
-                if store.op_request_cancel(&p).await? {
-                    info!(
-                        job = job_type,
-                        key = op_key,
-                        token = r.token,
-                        "cancel requested"
-                    );
-                    let detail = format!(
-                        "the owner {} stops before the effect or withdraws it after",
-                        r.owner.as_deref().unwrap_or("-")
-                    );
-                    let states = [State::Claimed, State::Claimed];
-                    let event = AuditKind::CancelRequested;
-                    audit(store, r, event, actor, states, &detail).await;
-                    return Ok(CancelOutcome::Requested {
-                        owner: r.owner.clone(),
-                    });
-                }
-                false
-            }
+        let done = match r.state {
+            State::Cancelled => Some(CancelOutcome::AlreadyCancelled),
+            State::Held => Some(CancelOutcome::Held),
+            State::Queued | State::Failed => cancel_unclaimed(store, r, destination, actor).await?,
+            State::Claimed => request_cancel(store, r, actor).await?,
             State::Completed => return withdraw_completed(store, r, destination, actor).await,
         };
-        if !moved && seen.is_some() {
+        if let Some(outcome) = done {
+            return Ok(outcome);
+        }
+        // The row moved between our read and our write.
+        if seen.is_some() {
             let now = get(store, job_type, op_key).await?;
             return Err(Error::Moved {
                 expected_token: r.token,
                 record: Box::new(now.record),
-            });
-        }
-        if moved {
-            info!(job = job_type, key = op_key, "cancelled");
-            let states = [r.state, State::Cancelled];
-            let detail = "cancelled by an operator";
-            audit(store, r, AuditKind::Cancelled, actor, states, detail).await;
-            return Ok(CancelOutcome::Cancelled {
-                withdrawn_ref: None,
             });
         }
     }
@@ -239,6 +217,115 @@ async fn cancel_fenced<S: Store, E: Effect>(
         op_key: op_key.to_owned(),
         doing: "cancelling",
     })
+}
+
+/// Cancels a queued or failed row `r`: at once when it was never claimed,
+/// otherwise after looking at the destination ([`unclaimed_at_destination`]).
+/// `None` when the fenced write found the row moved.
+async fn cancel_unclaimed<S: Store, E: Effect>(
+    store: &S,
+    r: &Record,
+    destination: Option<&E>,
+    actor: &str,
+) -> Result<Option<CancelOutcome>> {
+    let withdrawn = match unclaimed_at_destination(r, destination).await {
+        Ok(withdrawn) => withdrawn,
+        Err(refused) => return Ok(Some(refused)),
+    };
+    let cancel = Move::cancel_from(r.state).expect("queued and failed rows have a cancel move");
+    let p = cancel
+        .op(&r.job_type, &r.op_key, r.token)
+        .with_external_ref(withdrawn.as_deref())
+        .with_error("cancelled by an operator");
+    if !store.op_move(&p).await? {
+        return Ok(None);
+    }
+    info!(job = %r.job_type, key = %r.op_key, withdrawn = ?withdrawn, "cancelled");
+    let detail = match &withdrawn {
+        Some(ext) => format!("cancelled by an operator; withdrawn at the destination ({ext})"),
+        None => "cancelled by an operator".to_owned(),
+    };
+    let states = [r.state, State::Cancelled];
+    audit(store, r, AuditKind::Cancelled, actor, states, &detail).await;
+    Ok(Some(CancelOutcome::Cancelled {
+        withdrawn_ref: withdrawn,
+    }))
+}
+
+/// Asks the owner of the live claim `r` to cancel. `None` when the fenced
+/// write found the row moved.
+async fn request_cancel<S: Store>(
+    store: &S,
+    r: &Record,
+    actor: &str,
+) -> Result<Option<CancelOutcome>> {
+    let p = OpRequestCancel {
+        job_type: &r.job_type,
+        op_key: &r.op_key,
+        token: r.token,
+    };
+    if !store.op_request_cancel(&p).await? {
+        return Ok(None);
+    }
+    info!(job = %r.job_type, key = %r.op_key, token = r.token, "cancel requested");
+    let detail = format!(
+        "the owner {} stops before the effect or withdraws it after",
+        r.owner.as_deref().unwrap_or("-")
+    );
+    let states = [State::Claimed, State::Claimed];
+    audit(store, r, AuditKind::CancelRequested, actor, states, &detail).await;
+    Ok(Some(CancelOutcome::Requested {
+        owner: r.owner.clone(),
+    }))
+}
+
+/// What of a queued or failed row `r` is at the destination, before an
+/// operator's cancel: `Ok(None)` when nothing can be (never claimed) or the
+/// lookup found nothing; `Ok(Some(reference))` when the lookup found the
+/// item and it was withdrawn; otherwise the outcome to return instead of
+/// cancelling (nothing changed): the item live and not withdrawn, or the
+/// destination not asked.
+async fn unclaimed_at_destination<E: Effect>(
+    r: &Record,
+    destination: Option<&E>,
+) -> std::result::Result<Option<String>, CancelOutcome> {
+    if !unclaimed_may_have_acted(r.attempts) {
+        return Ok(None);
+    }
+    let not_looked_up = |reason: String| CancelOutcome::NotLookedUp {
+        attempts: r.attempts,
+        reason,
+    };
+    let Some(dest) = destination else {
+        return Err(not_looked_up(
+            "no destination was given to look it up".into(),
+        ));
+    };
+    let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::stored(r).value());
+    let still_live = |external_ref: Option<String>, reason: String| CancelOutcome::StillLive {
+        state: r.state,
+        external_ref,
+        reason,
+    };
+    match dest.lookup(&ctx).await {
+        LookupOutcome::NotFound => Ok(None),
+        LookupOutcome::Unavailable(why) => Err(not_looked_up(format!(
+            "the destination could not look it up: {why}"
+        ))),
+        LookupOutcome::Found {
+            external_ref: None, ..
+        } => Err(still_live(
+            None,
+            "the lookup found it but named no reference to withdraw".into(),
+        )),
+        LookupOutcome::Found {
+            external_ref: Some(ext),
+            ..
+        } => match dest.withdraw(&ctx, &ext).await {
+            WithdrawOutcome::Withdrawn => Ok(Some(ext)),
+            WithdrawOutcome::NotWithdrawn(reason) => Err(still_live(Some(ext), reason)),
+        },
+    }
 }
 
 /// Appends an event about `r`, under the token it was read with.
@@ -271,7 +358,7 @@ async fn withdraw_completed<S: Store, E: Effect>(
 ) -> Result<CancelOutcome> {
     let withdrawn = match (destination, r.external_ref.as_deref()) {
         (Some(dest), Some(ext)) => {
-            let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::none().value());
+            let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::stored(r).value());
             dest.withdraw(&ctx, ext).await
         }
         (None, Some(_)) => {
@@ -283,6 +370,7 @@ async fn withdraw_completed<S: Store, E: Effect>(
     };
     if let WithdrawOutcome::NotWithdrawn(reason) = withdrawn {
         return Ok(CancelOutcome::StillLive {
+            state: State::Completed,
             external_ref: r.external_ref.clone(),
             reason,
         });

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use onceonly::protocol::{cancel_unsent, policy_table, table};
+use onceonly::protocol::{cancel_unsent, policy_table, table, unclaimed_may_have_acted};
 use onceonly::State;
 use serde_json::{json, Value};
 
@@ -21,12 +21,22 @@ fn generated() -> Value {
             })
         })
         .collect();
+    let operator_cancel: Vec<Value> = [0, 1, 2]
+        .into_iter()
+        .map(|attempts| {
+            json!({
+                "attempts": attempts,
+                "looks_up_first": unclaimed_may_have_acted(attempts),
+            })
+        })
+        .collect();
     json!({
         "about": "The onceonly protocol's transitions, generated from crates/onceonly/src/protocol (see protocol/README.md). Do not edit: run ONCEONLY_BLESS=1 cargo test -p onceonly --test transitions_json.",
         "states": State::ALL,
         "transitions": table(),
         "policy": policy_table(),
         "cancel_unsent": cancel_unsent,
+        "operator_cancel_of_queued_or_failed": operator_cancel,
     })
 }
 

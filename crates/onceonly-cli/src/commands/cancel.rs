@@ -1,5 +1,7 @@
 //! `onceonly cancel`: cancel an operation and withdraw it at the destination.
-//! Exits 0 only when the operation ends cancelled with nothing of it live.
+//! Exits 0 only when the operation ends cancelled with nothing of it live;
+//! a queued or failed operation that was claimed before is looked up at the
+//! destination first, and without one that can look it is left as it is.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,11 +111,19 @@ async fn cancel_and_wait<S: Store>(
                 owner.as_deref().unwrap_or("?")
             ),
         ),
-        CancelOutcome::StillLive { external_ref, reason } => (
+        CancelOutcome::StillLive { state, external_ref, reason } => (
             1,
             format!(
-                "{name} stays completed: item {} is still live at the destination ({reason})",
+                "{name} stays {state}: item {} is still live at the destination ({reason})",
                 external_ref.as_deref().unwrap_or("(no reference)")
+            ),
+        ),
+        CancelOutcome::NotLookedUp { attempts, reason } => (
+            1,
+            format!(
+                "{name} not cancelled: it was claimed {attempts} time(s) and may have been sent, and {reason}. \
+                 Nothing was changed. Give --http URL or --config FILE (with the job's lookup request) \
+                 so the cancel can look at the destination and withdraw what it finds; or check the destination by hand."
             ),
         ),
         CancelOutcome::Held => (

@@ -245,7 +245,7 @@ pub async fn cancels_are_audited<F: StoreFactory>(factory: &F) {
     dest.script(vec![EffectOutcome::Failed("rejected".into())]);
     let worker = guard(&store, "send", EffectKind::Keyed).with_owner("w");
     worker.run("failed", &order(2), &dest).await.unwrap();
-    ops::cancel_as(&store, "send", "failed", none, "alice")
+    ops::cancel_as(&store, "send", "failed", Some(&dest), "alice")
         .await
         .unwrap();
     assert_eq!(

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use onceonly::ops::{self, CancelOutcome};
-use onceonly::{EffectKind, EffectOutcome, Guard, Outcome, StalePolicy, State, Store};
+use onceonly::{
+    Effect, EffectCtx, EffectKind, EffectOutcome, Guard, Outcome, StalePolicy, State, Store,
+};
 
 use super::support::{guard, order, record, spec};
 use crate::effects::CountingEffect;
@@ -34,7 +36,8 @@ fn cancelling<S: Store + Clone>(dest: &CountingEffect, store: &S) -> CountingEff
     })
 }
 
-/// queued --cancel--> cancelled, and a failed operation too; a cancelled
+/// queued (never claimed) --cancel--> cancelled at once, and a failed
+/// operation once the destination says nothing of it is there; a cancelled
 /// operation is never done, and cancelling again says so.
 pub async fn queued_cancel_is_immediate<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;
@@ -60,13 +63,14 @@ pub async fn queued_cancel_is_immediate<F: StoreFactory>(factory: &F) {
     let again = ops::cancel(&store, "send", "op", NO_DEST).await.unwrap();
     assert_eq!(again, CancelOutcome::AlreadyCancelled);
 
+    // A failed row was claimed: the cancel looks first (nothing there).
     dest.script(vec![EffectOutcome::Failed("rejected".into())]);
     guard(&store, "send", EffectKind::Keyed)
         .run("failed", &order(2), &dest)
         .await
         .unwrap();
     assert_eq!(record(&store, "send", "failed").await.state, State::Failed);
-    let out = ops::cancel(&store, "send", "failed", NO_DEST)
+    let out = ops::cancel(&store, "send", "failed", Some(&dest))
         .await
         .unwrap();
     assert_eq!(
@@ -77,6 +81,120 @@ pub async fn queued_cancel_is_immediate<F: StoreFactory>(factory: &F) {
     );
     assert_eq!(
         record(&store, "send", "failed").await.state,
+        State::Cancelled
+    );
+}
+
+/// A destination that can neither look up nor withdraw.
+struct Blind;
+
+impl Effect for Blind {
+    async fn perform(&self, _ctx: &EffectCtx) -> EffectOutcome {
+        EffectOutcome::NotSent("not used".into())
+    }
+}
+
+/// A queued row released after an unknown outcome (at-least-once redoes
+/// it), with the item live: the earlier claim did send it. The operator's
+/// cancel must find out at the destination: with none given, or one that
+/// cannot look up, it is refused and nothing changes; with one that looks
+/// up, the item is withdrawn and then the row cancelled, naming it.
+pub async fn cancel_after_a_claim_withdraws_what_it_sent<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::opaque();
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    let kind = EffectKind::Opaque(StalePolicy::AtLeastOnce);
+    let outcome = guard(&store, "send", kind)
+        .run("op", &order(1), &dest)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    let released = record(&store, "send", "op").await;
+    assert_eq!((released.state, released.attempts), (State::Queued, 1));
+    assert!(
+        dest.live("op"),
+        "the unknown outcome did reach the destination"
+    );
+
+    for out in [
+        ops::cancel(&store, "send", "op", NO_DEST).await.unwrap(),
+        ops::cancel(&store, "send", "op", Some(&Blind))
+            .await
+            .unwrap(),
+    ] {
+        assert!(
+            matches!(out, CancelOutcome::NotLookedUp { attempts: 1, .. }),
+            "an earlier claim may have sent it: {out:?}"
+        );
+        assert_eq!(record(&store, "send", "op").await, released, "unchanged");
+    }
+    assert!(dest.live("op"));
+
+    let out = ops::cancel(&store, "send", "op", Some(&dest))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::Cancelled {
+            withdrawn_ref: Some("ref-op".into())
+        }
+    );
+    assert!(!dest.live("op"), "withdrawn");
+    assert_eq!(dest.withdrawals("op"), 1);
+    let r = record(&store, "send", "op").await;
+    assert_eq!(
+        (r.state, r.token, r.external_ref.as_deref()),
+        (State::Cancelled, 1, Some("ref-op")),
+        "the record names what was withdrawn"
+    );
+}
+
+/// The same, when the withdraw fails: not cancelled, the row stays queued
+/// and the cancel says the item is live; a row released after a not-sent
+/// outcome is cancelled once the lookup finds nothing.
+pub async fn cancel_after_a_claim_stays_when_not_withdrawn<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::opaque();
+    let kind = EffectKind::Opaque(StalePolicy::AtLeastOnce);
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    guard(&store, "send", kind)
+        .run("live", &order(1), &dest)
+        .await
+        .unwrap();
+    let released = record(&store, "send", "live").await;
+    dest.fail_withdraws("destination down");
+    let out = ops::cancel(&store, "send", "live", Some(&dest))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::StillLive {
+            state: State::Queued,
+            external_ref: Some("ref-live".into()),
+            reason: "destination down".into(),
+        }
+    );
+    assert_eq!(record(&store, "send", "live").await, released, "unchanged");
+    assert!(dest.live("live"));
+
+    // Not sent on every try under the claim (the default three retries).
+    dest.script(vec![EffectOutcome::NotSent("refused at connect".into()); 4]);
+    guard(&store, "send", kind)
+        .run("unsent", &order(2), &dest)
+        .await
+        .unwrap();
+    assert_eq!(record(&store, "send", "unsent").await.state, State::Queued);
+    let out = ops::cancel(&store, "send", "unsent", Some(&dest))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CancelOutcome::Cancelled {
+            withdrawn_ref: None
+        }
+    );
+    assert_eq!(
+        record(&store, "send", "unsent").await.state,
         State::Cancelled
     );
 }
@@ -317,9 +435,11 @@ pub async fn completed_cancel_stays_completed_when_not_withdrawn<F: StoreFactory
         .unwrap();
     match out {
         CancelOutcome::StillLive {
+            state,
             external_ref,
             reason,
         } => {
+            assert_eq!(state, State::Completed);
             assert_eq!(external_ref.as_deref(), Some("ref-op"));
             assert!(reason.contains("503"), "{reason}");
         }

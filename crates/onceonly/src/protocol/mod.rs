@@ -22,7 +22,9 @@ use serde::Serialize;
 use crate::record::State;
 use crate::store::OpMove;
 
-pub use policy::{cancel_unsent, policy, policy_table, PolicyRow, Settle};
+pub use policy::{
+    cancel_unsent, policy, policy_table, unclaimed_may_have_acted, PolicyRow, Settle,
+};
 pub use row::{Args, Row};
 
 /// Who takes a transition.
@@ -516,13 +518,15 @@ const CANCEL_QUEUED: Rule = operator_move(
     "cancel_queued",
     State::Queued,
     State::Cancelled,
-    "an operator's cancel of a queued operation",
+    "an operator's cancel of a queued operation: at once when never claimed, otherwise once a \
+     lookup at the destination found nothing or the item found was withdrawn",
 );
 const CANCEL_FAILED: Rule = operator_move(
     "cancel_failed",
     State::Failed,
     State::Cancelled,
-    "an operator's cancel of a failed operation",
+    "an operator's cancel of a failed operation, once a lookup at the destination found nothing \
+     or the item found was withdrawn",
 );
 const CANCEL_COMPLETED: Rule = operator_move(
     "cancel_completed",

@@ -62,6 +62,18 @@ pub fn cancel_unsent(attempts: i64, looked_up: bool) -> Move {
     }
 }
 
+/// Whether an operation no claim holds (queued or failed) may have an item
+/// at the destination from one of its `attempts` earlier claims: yes as soon
+/// as there was one. The record cannot tell a claim that surely did not act
+/// from one released after an unknown outcome or given up under
+/// at-most-once: `attempts` counts claims, not sends; `error` keeps only the
+/// last reason; the audit trail skips a release for a retry. So an
+/// operator's cancel of such a row looks at the destination first, as
+/// [`cancel_unsent`] makes the owner do.
+pub fn unclaimed_may_have_acted(attempts: i64) -> bool {
+    attempts > 0
+}
+
 impl Settle {
     /// The state a take-over moves the stale claim to.
     pub fn to(self) -> State {

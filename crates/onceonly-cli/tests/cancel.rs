@@ -1,0 +1,77 @@
+//! `onceonly cancel` of a queued operation an earlier claim may have sent:
+//! without a destination that can look it up, refused (exit 1, saying why
+//! and what to give), the record unchanged; with one, the item is withdrawn
+//! and the operation cancelled.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use onceonly::{EffectKind, Guard, JobSpec, Outcome, Payload, StalePolicy};
+use onceonly_http::test_server::{Mode, TestServer};
+use onceonly_http::HttpDestination;
+use onceonly_sqlite::SqliteStore;
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
+    let db = sqlite_url();
+    let server = TestServer::start(Mode::Searchable).await.unwrap();
+    // One claim under at-least-once: the POST creates the item, then
+    // answers 503; the guard releases the row to be redone.
+    server.unknown_after_create(1);
+    let store = SqliteStore::connect(&db).await.unwrap();
+    onceonly::Store::migrate(&store).await.unwrap();
+    let spec = JobSpec::new("mail", EffectKind::Opaque(StalePolicy::AtLeastOnce));
+    let guard = Guard::new(store, spec).unwrap();
+    let dest = HttpDestination::new(&server.base_url(), Duration::from_secs(5)).unwrap();
+    let outcome = guard.run("op", &Payload::none(), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    assert_eq!(server.live("mail:op"), 1, "the item was created");
+    let before = inspect(&db, "mail")["op"].clone();
+    assert_eq!(
+        (&before["state"], &before["attempts"]),
+        (&"queued".into(), &1.into())
+    );
+
+    let d = db.clone();
+    let out = blocking(move || oo(&d, &["cancel", "--job", "mail", "--key", "op"])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        said.contains("mail:op not cancelled")
+            && said.contains("no destination was given to look it up")
+            && said.contains("--http"),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    assert_eq!(
+        inspect(&db, "mail")["op"],
+        before,
+        "the record is unchanged"
+    );
+    assert_eq!(server.live("mail:op"), 1);
+
+    let (d, url) = (db.clone(), server.base_url());
+    let out = blocking(move || {
+        oo(
+            &d,
+            &["cancel", "--job", "mail", "--key", "op", "--http", &url],
+        )
+    })
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("withdrawn at the destination"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(server.live("mail:op"), 0, "withdrawn");
+    let after = inspect(&db, "mail")["op"].clone();
+    assert_eq!(after["state"], "cancelled");
+    assert!(after["external_ref"].is_string(), "{after}");
+}
