@@ -228,9 +228,11 @@ async fn cancel_unclaimed<S: Store, E: Effect>(
     destination: Option<&E>,
     actor: &str,
 ) -> Result<Option<CancelOutcome>> {
-    let withdrawn = match unclaimed_at_destination(r, destination).await {
-        Ok(withdrawn) => withdrawn,
-        Err(refused) => return Ok(Some(refused)),
+    let withdrawn = match unclaimed_at_destination(store, r, destination).await? {
+        Look::Nothing => None,
+        Look::Withdrawn(ext) => Some(ext),
+        Look::Instead(outcome) => return Ok(Some(outcome)),
+        Look::Moved => return Ok(None),
     };
     let cancel = Move::cancel_from(r.state).expect("queued and failed rows have a cancel move");
     let p = cancel
@@ -279,53 +281,79 @@ async fn request_cancel<S: Store>(
     }))
 }
 
-/// What of a queued or failed row `r` is at the destination, before an
-/// operator's cancel: `Ok(None)` when nothing can be (never claimed) or the
-/// lookup found nothing; `Ok(Some(reference))` when the lookup found the
-/// item and it was withdrawn; otherwise the outcome to return instead of
-/// cancelling (nothing changed): the item live and not withdrawn, or the
-/// destination not asked.
-async fn unclaimed_at_destination<E: Effect>(
+/// What an operator's cancel found at the destination for a queued or
+/// failed row.
+enum Look {
+    /// Nothing of it can be there (never claimed), or the lookup found nothing.
+    Nothing,
+    /// The lookup found this item, and it was withdrawn.
+    Withdrawn(String),
+    /// Not cancelled, nothing changed: the item is live and not withdrawn,
+    /// or the destination was not asked.
+    Instead(CancelOutcome),
+    /// The row moved after it was read: nothing withdrawn, read again.
+    Moved,
+}
+
+/// Looks for the item of a queued or failed row `r` at the destination,
+/// before an operator's cancel, and withdraws what it finds. The row is
+/// read again before the withdraw: an item found while the row still stands
+/// as read was sent by an earlier claim (a claim since would have moved
+/// its token), and is the operator's to take down; a claim taken since the
+/// read keeps its item, and the cancel starts over.
+async fn unclaimed_at_destination<S: Store, E: Effect>(
+    store: &S,
     r: &Record,
     destination: Option<&E>,
-) -> std::result::Result<Option<String>, CancelOutcome> {
+) -> Result<Look> {
     if !unclaimed_may_have_acted(r.attempts) {
-        return Ok(None);
+        return Ok(Look::Nothing);
     }
-    let not_looked_up = |reason: String| CancelOutcome::NotLookedUp {
-        attempts: r.attempts,
-        reason,
+    let not_looked_up = |reason: String| {
+        Look::Instead(CancelOutcome::NotLookedUp {
+            attempts: r.attempts,
+            reason,
+        })
     };
     let Some(dest) = destination else {
-        return Err(not_looked_up(
+        return Ok(not_looked_up(
             "no destination was given to look it up".into(),
         ));
     };
     let ctx = EffectCtx::detached(&r.job_type, &r.op_key, Payload::stored(r).value());
-    let still_live = |external_ref: Option<String>, reason: String| CancelOutcome::StillLive {
-        state: r.state,
-        external_ref,
-        reason,
+    let still_live = |external_ref: Option<String>, reason: String| {
+        Look::Instead(CancelOutcome::StillLive {
+            state: r.state,
+            external_ref,
+            reason,
+        })
     };
-    match dest.lookup(&ctx).await {
-        LookupOutcome::NotFound => Ok(None),
-        LookupOutcome::Unavailable(why) => Err(not_looked_up(format!(
-            "the destination could not look it up: {why}"
-        ))),
+    let ext = match dest.lookup(&ctx).await {
+        LookupOutcome::NotFound => return Ok(Look::Nothing),
+        LookupOutcome::Unavailable(why) => {
+            return Ok(not_looked_up(format!(
+                "the destination could not look it up: {why}"
+            )))
+        }
         LookupOutcome::Found {
             external_ref: None, ..
-        } => Err(still_live(
-            None,
-            "the lookup found it but named no reference to withdraw".into(),
-        )),
+        } => {
+            let why = "the lookup found it but named no reference to withdraw";
+            return Ok(still_live(None, why.into()));
+        }
         LookupOutcome::Found {
             external_ref: Some(ext),
             ..
-        } => match dest.withdraw(&ctx, &ext).await {
-            WithdrawOutcome::Withdrawn => Ok(Some(ext)),
-            WithdrawOutcome::NotWithdrawn(reason) => Err(still_live(Some(ext), reason)),
-        },
+        } => ext,
+    };
+    let now = get(store, &r.job_type, &r.op_key).await?.record;
+    if (now.state, now.token) != (r.state, r.token) {
+        return Ok(Look::Moved);
     }
+    Ok(match dest.withdraw(&ctx, &ext).await {
+        WithdrawOutcome::Withdrawn => Look::Withdrawn(ext),
+        WithdrawOutcome::NotWithdrawn(reason) => still_live(Some(ext), reason),
+    })
 }
 
 /// Appends an event about `r`, under the token it was read with.
