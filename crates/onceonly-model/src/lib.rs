@@ -40,6 +40,27 @@ pub enum Bug {
     /// A completion that does not name the claim's token: a zombie's
     /// write lands over its successor.
     CompleteIgnoresToken,
+    /// The operator's cancel as it was: a queued or failed row cancelled
+    /// at once, although an earlier claim may have sent the effect.
+    CancelSkipsLookup,
+}
+
+impl Bug {
+    /// Every planted bug.
+    pub const ALL: [Bug; 3] = [
+        Bug::ReleaseIgnoresCancel,
+        Bug::CompleteIgnoresToken,
+        Bug::CancelSkipsLookup,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::ReleaseIgnoresCancel => "release-ignores-cancel",
+            Bug::CompleteIgnoresToken => "complete-ignores-token",
+            Bug::CancelSkipsLookup => "cancel-skips-lookup",
+        }
+    }
 }
 
 /// How much of the world the checker explores.
@@ -199,9 +220,9 @@ pub struct History {
     pub took_over: bool,
     /// An item was withdrawn after the effect (compensation).
     pub compensated: bool,
-    /// An operator cancelled a queued or failed row that had been claimed
-    /// before (the known gap: an earlier claim may have acted).
-    pub unclaimed_cancel_after_claims: bool,
+    /// An operator's cancel of a queued or failed row found an earlier
+    /// claim's item at the destination and withdrew it.
+    pub cancel_withdrew_earlier: bool,
 }
 
 impl World {

@@ -1,11 +1,15 @@
 //! `onceonly-model`: checks the protocol model for every effect kind and
 //! policy, prints the states explored, and exits non-zero on a broken
-//! property. `--workers N`, `--deliveries N`, `--crashes N` set the bounds.
+//! property. `--workers N`, `--deliveries N`, `--crashes N`, `--heartbeats
+//! N`, `--cancels N`, `--expiries N` set the bounds; `--kind NAME` checks
+//! one kind (`keyed`, `opaque/hold`, ...); `--bug NAME` plants a bug
+//! (`release-ignores-cancel`, `complete-ignores-token`,
+//! `cancel-skips-lookup`), which the checker must then report broken.
 
 use std::process::ExitCode;
 
 use onceonly::{EffectKind, StalePolicy};
-use onceonly_model::{check, Bounds};
+use onceonly_model::{check, Bounds, Bug};
 
 const KINDS: [EffectKind; 6] = [
     EffectKind::Local,
@@ -16,42 +20,72 @@ const KINDS: [EffectKind; 6] = [
     EffectKind::Opaque(StalePolicy::AtMostOnce),
 ];
 
-fn bounds() -> Result<Bounds, String> {
-    let mut b = Bounds::default();
+/// What to check: the bounds, the kinds, and the bug planted.
+struct Run {
+    bounds: Bounds,
+    kinds: Vec<EffectKind>,
+    bug: Option<Bug>,
+}
+
+fn parse() -> Result<Run, String> {
+    let mut run = Run {
+        bounds: Bounds::default(),
+        kinds: KINDS.to_vec(),
+        bug: None,
+    };
+    let b = &mut run.bounds;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{flag} needs a number"))?;
-        let n: u8 = value
-            .parse()
-            .map_err(|_| format!("{flag} {value:?}: not a number from 0 to 255"))?;
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number = || {
+            value
+                .parse::<u8>()
+                .map_err(|_| format!("{flag} {value:?}: not a number from 0 to 255"))
+        };
         match flag.as_str() {
-            "--workers" => b.workers = n,
-            "--deliveries" => b.deliveries = n,
-            "--crashes" => b.crashes = n,
-            "--heartbeats" => b.heartbeats = n,
-            "--cancels" => b.cancels = n,
-            "--expiries" => b.expiries = n,
+            "--workers" => b.workers = number()?,
+            "--deliveries" => b.deliveries = number()?,
+            "--crashes" => b.crashes = number()?,
+            "--heartbeats" => b.heartbeats = number()?,
+            "--cancels" => b.cancels = number()?,
+            "--expiries" => b.expiries = number()?,
+            "--kind" => {
+                let kind = KINDS.into_iter().find(|k| k.to_string() == value);
+                let names: Vec<_> = KINDS.iter().map(|k| k.to_string()).collect();
+                let kind = kind.ok_or_else(|| {
+                    format!("--kind {value:?}: expected one of {}", names.join(", "))
+                })?;
+                run.kinds = vec![kind];
+            }
+            "--bug" => {
+                let bug = Bug::ALL.into_iter().find(|b| b.name() == value);
+                let names: Vec<_> = Bug::ALL.iter().map(|b| b.name()).collect();
+                run.bug = Some(bug.ok_or_else(|| {
+                    format!("--bug {value:?}: expected one of {}", names.join(", "))
+                })?);
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
-    Ok(b)
+    Ok(run)
 }
 
 fn main() -> ExitCode {
-    let b = match bounds() {
-        Ok(b) => b,
+    let run = match parse() {
+        Ok(run) => run,
         Err(e) => {
             eprintln!("onceonly-model: {e}");
             return ExitCode::from(2);
         }
     };
-    println!("bounds: {b:?}");
+    println!("bounds: {:?}", run.bounds);
+    if let Some(bug) = run.bug {
+        println!("planted bug: {}", bug.name());
+    }
     let mut failed = false;
     let mut total = 0;
-    for kind in KINDS {
-        let r = check(kind, b, None);
+    for kind in run.kinds {
+        let r = check(kind, run.bounds, run.bug);
         total += r.unique_states;
         println!(
             "{:<22} {:>9} states explored ({} generated), depth {}, {:.1?}",

@@ -3,7 +3,8 @@
 //! guard, the relay and the operator's operations decide it.
 
 use onceonly::protocol::{
-    cancel_unsent, policy, Actor, Args, CancelFence, Move, Rule, Settle, TokenFence,
+    cancel_unsent, policy, unclaimed_may_have_acted, Actor, Args, CancelFence, Move, Rule, Settle,
+    TokenFence,
 };
 use onceonly::{EffectKind, State};
 
@@ -133,7 +134,10 @@ impl Model {
         }
         match w.canceller {
             Canceller::Idle if w.cancels > 0 => out.push(Action::CancelRead),
-            Canceller::Read(Some(r)) if r.state == State::Completed => {
+            Canceller::Read(Some(r))
+                if r.state == State::Completed
+                    || self.operator_looks_up() && w.live_item().is_some() =>
+            {
                 out.push(Action::CancelWrite(true));
                 out.push(Action::CancelWrite(false));
             }
@@ -153,6 +157,12 @@ impl Model {
             Worker::Claimed(c) | Worker::Acted(c, _) if c.token == row.token => Some(worker),
             _ => None,
         }
+    }
+
+    /// The operator's destination can look the operation up (a lookup
+    /// effect; keyed and opaque destinations cannot be searched).
+    fn operator_looks_up(&self) -> bool {
+        self.kind == EffectKind::Lookup
     }
 
     fn looks_first(&self, c: &Claim) -> bool {
@@ -400,14 +410,7 @@ impl Model {
             None => true,
             Some(r) => match r.state {
                 State::Cancelled | State::Held => true,
-                State::Queued | State::Failed => {
-                    let m = Move::cancel_from(r.state).expect("a cancel move");
-                    let cancelled = write(w, None, m.rule(), r.token, None);
-                    if cancelled && r.attempts > 0 {
-                        w.history.unclaimed_cancel_after_claims = true;
-                    }
-                    cancelled
-                }
+                State::Queued | State::Failed => self.cancel_unclaimed(w, &r, withdraw_works),
                 State::Claimed => {
                     let t = onceonly::Transition::RequestCancel.rule();
                     let asked = write(w, None, t, r.token, None);
@@ -429,6 +432,48 @@ impl Model {
         } else {
             Canceller::Idle
         };
+    }
+
+    /// The operator's cancel of a queued or failed row read as `r`
+    /// (`ops::cancel`): at once when it was never claimed; otherwise only
+    /// after a lookup at the destination, withdrawing what it finds (when
+    /// `withdraw_works`). Without a lookup, or when the withdraw fails, it
+    /// changes nothing and says so. `true` when the cancel is finished.
+    fn cancel_unclaimed(
+        &self,
+        w: &mut World,
+        r: &onceonly::protocol::Row,
+        withdraw_works: bool,
+    ) -> bool {
+        let m = Move::cancel_from(r.state).expect("a cancel move");
+        let looks =
+            unclaimed_may_have_acted(r.attempts) && self.bug != Some(Bug::CancelSkipsLookup);
+        if !looks {
+            return write(w, None, m.rule(), r.token, None);
+        }
+        if !self.operator_looks_up() {
+            // Not looked up: refused, nothing changed.
+            return true;
+        }
+        // The lookup runs on the destination as it is now. An item found is
+        // withdrawn only while the row still stands as read (no claim since:
+        // the item is an earlier claim's); otherwise the cancel starts over.
+        // The write is fenced on the token read.
+        let found = w.live_item();
+        if let Some(id) = found {
+            if w.row.map(|now| (now.state, now.token)) != Some((r.state, r.token)) {
+                return false;
+            }
+            if !withdraw_works {
+                return true;
+            }
+            withdraw(w, id);
+        }
+        let cancelled = write(w, None, m.rule(), r.token, found);
+        if cancelled && found.is_some() {
+            w.history.cancel_withdrew_earlier = true;
+        }
+        cancelled
     }
 
     /// The person looks at the destination: with a cancel requested, takes
