@@ -143,6 +143,25 @@ fn enqueue_inspect_cancel_on_postgres() {
 }
 
 #[test]
+fn another_database_is_refused_naming_what_is_expected() {
+    for command in [
+        &["inspect"][..],
+        &["migrate"],
+        &["cancel", "--job", "j", "--key", "k"],
+    ] {
+        let out = oo("mysql://someone:hunter2@127.0.0.1/app", command);
+        assert_eq!(out.status.code(), Some(2), "bad input: {}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains("mysql://someone:***@127.0.0.1/app")
+                && said.contains("expected sqlite://PATH"),
+            "{said}"
+        );
+        assert!(!said.contains("hunter2"), "password printed: {said}");
+    }
+}
+
+#[test]
 fn an_unreachable_database_is_named_with_its_password_redacted() {
     let out = oo(
         "postgres://someone:hunter2@127.0.0.1:1/nowhere",

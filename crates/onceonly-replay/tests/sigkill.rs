@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use onceonly::db_url::DbKind;
 use onceonly::Store;
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_replay::demo::{DemoConn, DemoJob, DemoKind};
@@ -38,13 +39,16 @@ async fn replay_worker_entry() {
     let http = std::env::var(ENV_HTTP).ok();
     let job = DemoJob::attach(kind, &var(ENV_JOB), http.as_deref()).unwrap();
     let db = var(ENV_DB);
-    let err = if db.starts_with("sqlite:") {
-        let store = SqliteStore::connect(&db).await.unwrap();
-        worker::serve(&job, store, &request).await.unwrap_err()
-    } else {
-        let options = PgOptions::default().schema(var(ENV_SCHEMA));
-        let store = PgStore::connect_with(&db, options).await.unwrap();
-        worker::serve(&job, store, &request).await.unwrap_err()
+    let err = match DbKind::of(&db).unwrap() {
+        DbKind::Sqlite => {
+            let store = SqliteStore::connect(&db).await.unwrap();
+            worker::serve(&job, store, &request).await.unwrap_err()
+        }
+        DbKind::Postgres => {
+            let options = PgOptions::default().schema(var(ENV_SCHEMA));
+            let store = PgStore::connect_with(&db, options).await.unwrap();
+            worker::serve(&job, store, &request).await.unwrap_err()
+        }
     };
     panic!("the worker was not killed: {err}");
 }

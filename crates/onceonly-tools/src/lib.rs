@@ -4,7 +4,8 @@
 //!
 //! - [`config`]: the job settings file, `onceonly.toml`;
 //! - [`check`]: its timing rules, and the records' longest runs against them;
-//! - [`repeats`]: past repeats in the user's own table.
+//! - [`repeats`]: past repeats in the user's own table;
+//! - [`store`]: the store a database URL names, opened.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -21,3 +22,4 @@
 pub mod check;
 pub mod config;
 pub mod repeats;
+pub mod store;

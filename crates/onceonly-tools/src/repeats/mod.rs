@@ -14,8 +14,9 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
+use onceonly::db_url::DbKind;
 use pattern::{classify, Pattern, Windows};
-use sql::{Backend, Plan};
+use sql::Plan;
 use time::Millis;
 
 /// What to look for repeats in.
@@ -73,14 +74,14 @@ pub struct Report {
 /// The statements [`find`] runs, checked (identifiers only) and quoted, and
 /// the note printed with them.
 pub fn sql_note(db: &str, r: &Request) -> anyhow::Result<(Plan, String)> {
-    let backend = Backend::of(db)?;
+    let backend = DbKind::of(db)?;
     let plan = Plan::new(backend, &r.table, &r.key, &r.at)?;
     let script = plan.script();
     let note = format!(
         "-- the SQL run ({}), to run yourself:\n{script}",
         match backend {
-            Backend::Sqlite => "on a read-only connection",
-            Backend::Postgres => "in a read-only transaction",
+            DbKind::Sqlite => "on a read-only connection",
+            DbKind::Postgres => "in a read-only transaction",
         }
     );
     Ok((plan, note))

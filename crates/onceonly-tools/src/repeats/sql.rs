@@ -6,36 +6,12 @@
 use std::str::FromStr;
 
 use anyhow::Context;
+use onceonly::db_url::DbKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{Connection, Executor, PgConnection, Row, TypeInfo, ValueRef};
 
 /// Longest identifier accepted (PostgreSQL keeps 63 bytes).
 const MAX_IDENT: usize = 63;
-
-/// Which database the URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite:...`
-    Sqlite,
-    /// `postgres://...` or `postgresql://...`
-    Postgres,
-}
-
-impl Backend {
-    /// The backend of a `--db` URL.
-    pub fn of(url: &str) -> anyhow::Result<Self> {
-        if url.starts_with("sqlite:") {
-            Ok(Backend::Sqlite)
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Backend::Postgres)
-        } else {
-            anyhow::bail!(
-                "--db {:?}: expected sqlite://PATH, sqlite:///ABS/PATH or postgres://...",
-                onceonly::db_url::redact(url)
-            )
-        }
-    }
-}
 
 /// Checks one identifier: ASCII letters, digits and `_`, not starting with a
 /// digit, at most 63 bytes.
@@ -62,14 +38,14 @@ fn quote(name: &str) -> String {
 }
 
 /// A checked, quoted table name: `table`, or `schema.table` on PostgreSQL.
-pub fn table(name: &str, backend: Backend) -> anyhow::Result<String> {
+pub fn table(name: &str, backend: DbKind) -> anyhow::Result<String> {
     let parts: Vec<&str> = name.split('.').collect();
     match (parts.as_slice(), backend) {
         ([t], _) => {
             check_ident("--table", t)?;
             Ok(quote(t))
         }
-        ([s, t], Backend::Postgres) => {
+        ([s, t], DbKind::Postgres) => {
             check_ident("--table's schema", s)?;
             check_ident("--table", t)?;
             Ok(format!("{}.{}", quote(s), quote(t)))
@@ -77,8 +53,8 @@ pub fn table(name: &str, backend: Backend) -> anyhow::Result<String> {
         _ => anyhow::bail!(
             "--table {name:?} is not a plain identifier{}",
             match backend {
-                Backend::Postgres => " or schema.table",
-                Backend::Sqlite => "",
+                DbKind::Postgres => " or schema.table",
+                DbKind::Sqlite => "",
             }
         ),
     }
@@ -93,7 +69,7 @@ pub fn column(what: &str, name: &str) -> anyhow::Result<String> {
 /// The statements to run, in order; the last one returns the rows.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    backend: Backend,
+    backend: DbKind,
     /// The table, checked and quoted.
     table: String,
     /// The key and time columns, as the user named them.
@@ -106,13 +82,13 @@ impl Plan {
     /// The query listing every row of every key with more than one row,
     /// ordered by key and time: `repeat_key` as text, `repeat_at` as stored
     /// (SQLite) or as ISO text (PostgreSQL, which the session prints in UTC).
-    pub fn new(backend: Backend, table: &str, key: &str, at: &str) -> anyhow::Result<Self> {
+    pub fn new(backend: DbKind, table: &str, key: &str, at: &str) -> anyhow::Result<Self> {
         let t = self::table(table, backend)?;
         let k = column("--key", key)?;
         let a = column("--at", at)?;
         let (key_text, at_value) = match backend {
-            Backend::Sqlite => (format!("CAST({k} AS TEXT)"), a.clone()),
-            Backend::Postgres => (format!("{k}::text"), format!("{a}::text")),
+            DbKind::Sqlite => (format!("CAST({k} AS TEXT)"), a.clone()),
+            DbKind::Postgres => (format!("{k}::text"), format!("{a}::text")),
         };
         let select = [
             format!("SELECT {key_text} AS repeat_key, {at_value} AS repeat_at"),
@@ -126,8 +102,8 @@ impl Plan {
         ]
         .join("\n");
         let statements = match backend {
-            Backend::Sqlite => vec![select],
-            Backend::Postgres => vec![
+            DbKind::Sqlite => vec![select],
+            DbKind::Postgres => vec![
                 "BEGIN READ ONLY".to_owned(),
                 "SET LOCAL datestyle = 'ISO, YMD'".to_owned(),
                 "SET LOCAL timezone = 'UTC'".to_owned(),
@@ -170,8 +146,8 @@ impl Plan {
     /// Runs the plan read-only on `url`.
     pub async fn run(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
         match self.backend {
-            Backend::Sqlite => self.run_sqlite(url).await,
-            Backend::Postgres => self.run_postgres(url).await,
+            DbKind::Sqlite => self.run_sqlite(url).await,
+            DbKind::Postgres => self.run_postgres(url).await,
         }
         .with_context(|| format!("reading repeats from {}", onceonly::db_url::redact(url)))
     }
@@ -305,9 +281,9 @@ mod tests {
         assert_eq!(column("--key", "order_id").unwrap(), "\"order_id\"");
         assert_eq!(column("--key", "Order").unwrap(), "\"Order\"");
         assert_eq!(column("--key", "_x9").unwrap(), "\"_x9\"");
-        assert_eq!(table("emails", Backend::Sqlite).unwrap(), "\"emails\"");
+        assert_eq!(table("emails", DbKind::Sqlite).unwrap(), "\"emails\"");
         assert_eq!(
-            table("app.emails", Backend::Postgres).unwrap(),
+            table("app.emails", DbKind::Postgres).unwrap(),
             "\"app\".\"emails\""
         );
     }
@@ -317,7 +293,7 @@ mod tests {
         for name in HOSTILE {
             let err = column("--key", name).unwrap_err().to_string();
             assert!(err.contains("not a plain identifier"), "{name:?}: {err}");
-            assert!(table(name, Backend::Sqlite).is_err(), "{name:?}");
+            assert!(table(name, DbKind::Sqlite).is_err(), "{name:?}");
         }
         for name in [
             "a.b.c",
@@ -326,10 +302,10 @@ mod tests {
             "s.",
             "public.\"t\"",
         ] {
-            assert!(table(name, Backend::Postgres).is_err(), "{name:?}");
+            assert!(table(name, DbKind::Postgres).is_err(), "{name:?}");
         }
-        assert!(table(&"a".repeat(64), Backend::Postgres).is_err());
-        assert!(table(&"a".repeat(63), Backend::Postgres).is_ok());
+        assert!(table(&"a".repeat(64), DbKind::Postgres).is_err());
+        assert!(table(&"a".repeat(63), DbKind::Postgres).is_ok());
     }
 
     #[test]
@@ -339,16 +315,16 @@ mod tests {
 
     #[test]
     fn the_plan_names_only_quoted_identifiers() {
-        let p = Plan::new(Backend::Postgres, "public.sent", "order_id", "sent_at").unwrap();
+        let p = Plan::new(DbKind::Postgres, "public.sent", "order_id", "sent_at").unwrap();
         assert_eq!(p.statements[0], "BEGIN READ ONLY");
         assert_eq!(p.statements.last().unwrap(), "ROLLBACK");
         let select = &p.statements[3];
         assert!(select.contains("FROM \"public\".\"sent\""), "{select}");
         assert!(select.contains("HAVING COUNT(*) > 1"), "{select}");
-        let s = Plan::new(Backend::Sqlite, "sent", "order_id", "sent_at").unwrap();
+        let s = Plan::new(DbKind::Sqlite, "sent", "order_id", "sent_at").unwrap();
         assert_eq!(s.statements.len(), 1);
         assert!(s.script().contains("CAST(\"order_id\" AS TEXT)"));
-        assert!(Plan::new(Backend::Sqlite, "sent", "x; DROP TABLE sent", "at").is_err());
+        assert!(Plan::new(DbKind::Sqlite, "sent", "x; DROP TABLE sent", "at").is_err());
     }
 
     #[test]
