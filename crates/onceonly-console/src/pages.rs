@@ -4,6 +4,7 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Html;
 use onceonly::operator::{self, OperatorStore, Which};
+use onceonly::protocol::unclaimed_may_have_acted;
 use onceonly::{AuditKind, Error, State as OpState};
 use serde::Deserialize;
 
@@ -278,7 +279,27 @@ pub(crate) async fn operation<S: OperatorStore>(
     let read_only = app.options.read_only;
     let has_destination = app.options.destination.is_some();
     let (can_cancel, cancel_note) = match r.state {
-        OpState::Queued | OpState::Failed => (true, "Cancels it: nothing was sent.".to_owned()),
+        OpState::Queued | OpState::Failed if !unclaimed_may_have_acted(r.attempts) => (
+            true,
+            "Cancels it: it was never claimed, so nothing was sent.".to_owned(),
+        ),
+        OpState::Queued | OpState::Failed if has_destination => (
+            true,
+            format!(
+                "Claimed {} time(s) before, so it may have been sent: this looks it up at the \
+                 destination first and withdraws what it finds, then cancels; if it cannot look \
+                 or withdraw, nothing changes and this page says so.",
+                r.attempts
+            ),
+        ),
+        OpState::Queued | OpState::Failed => (
+            false,
+            format!(
+                "Claimed {} time(s) before, so it may have been sent: cancelling it needs a \
+                 destination that can look it up (--http).",
+                r.attempts
+            ),
+        ),
         OpState::Claimed => (
             true,
             "A worker holds the claim: this requests the cancel, and the owner stops before the \

@@ -498,9 +498,79 @@ async fn cancel_withdraws_a_completed_operation<S: OperatorStore + Clone>(url: &
     );
 }
 
+/// A queued operation released after an unknown outcome may have been
+/// sent: without a destination the page offers no cancel; with one that
+/// cannot look it up the cancel changes nothing and says why; with one
+/// that can, the item is withdrawn and the operation cancelled.
+async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>(
+    url: &str,
+    store: S,
+) {
+    use onceonly::{EffectKind, Guard, JobSpec, Outcome, StalePolicy};
+    use onceonly_http::test_server::{Mode, TestServer};
+    use onceonly_http::HttpDestination;
+    let timeout = std::time::Duration::from_secs(5);
+    let server = TestServer::start(Mode::Searchable).await.unwrap();
+    let searchable = HttpDestination::new(&server.base_url(), timeout).unwrap();
+    let blind_server = TestServer::start(Mode::Neither).await.unwrap();
+    let blind = HttpDestination::new(&blind_server.base_url(), timeout).unwrap();
+    let job = "send_reminder";
+    let spec = JobSpec::new(job, EffectKind::Opaque(StalePolicy::AtLeastOnce));
+    let guard = Guard::new(store.clone(), spec).unwrap();
+    server.unknown_after_create(1);
+    let outcome = guard
+        .run("remind-1", &Payload::none(), &searchable)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    let released = ops::get(&store, job, "remind-1").await.unwrap().record;
+    assert_eq!((released.state, released.attempts), (State::Queued, 1));
+    assert_eq!(server.live("send_reminder:remind-1"), 1);
+    let path = op_path(job, "remind-1");
+
+    let base = serve(store.clone(), options(url)).await;
+    let c = logged_in(&base, "alice", Some(TOKEN)).await;
+    let (_, page) = get(&c, &format!("{base}{path}")).await;
+    assert!(!page.contains("id=\"cancel-form\""), "{page}");
+    assert!(page.contains("may have been sent"), "{page}");
+
+    for (destination, says) in [
+        (
+            blind,
+            "Nothing was changed: it was claimed 1 time(s) and may have been sent",
+        ),
+        (searchable, "withdrawn at the destination"),
+    ] {
+        let mut o = options(url);
+        o.destination = Some(destination);
+        let base = serve(store.clone(), o).await;
+        let c = logged_in(&base, "alice", Some(TOKEN)).await;
+        let (_, page) = get(&c, &format!("{base}{path}")).await;
+        let form = cancel_form(&page, job, "remind-1");
+        let res = c
+            .post(format!("{base}/op/cancel"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 303);
+        let (_, after) = get(&c, &format!("{base}{path}")).await;
+        assert!(after.contains(says), "{after}");
+        if says.starts_with("Nothing was changed") {
+            let now = ops::get(&store, job, "remind-1").await.unwrap().record;
+            assert_eq!(now, released, "unchanged");
+            assert_eq!(server.live("send_reminder:remind-1"), 1);
+        }
+    }
+    assert_eq!(server.live("send_reminder:remind-1"), 0, "the item is gone");
+    let now = ops::get(&store, job, "remind-1").await.unwrap().record;
+    assert_eq!(now.state, State::Cancelled);
+}
+
 async fn all<S: OperatorStore + Clone>(url: &str, store: S) {
     stuck_lists_page_and_filter(url, store.clone()).await;
     cancel_withdraws_a_completed_operation(url, store.clone()).await;
+    cancel_after_a_claim_looks_at_the_destination(url, store.clone()).await;
     pages_need_a_login(url, store.clone()).await;
     resolve_from_the_page(url, store.clone()).await;
     a_stale_form_changes_nothing(url, store.clone()).await;

@@ -25,7 +25,9 @@ pub struct Args {
     /// Operation key.
     #[arg(long)]
     key: String,
-    /// The destination to withdraw a sent item from (http:// or https://).
+    /// The destination to look a sent item up at and withdraw it from
+    /// (http:// or https://): needed for a completed operation, and for a
+    /// queued or failed one that was claimed before.
     #[arg(long)]
     http: Option<String>,
     /// The settings file (onceonly.toml): the job's destination, request

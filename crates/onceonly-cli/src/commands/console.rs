@@ -28,7 +28,8 @@ pub struct Args {
     #[arg(long)]
     read_only: bool,
     /// The destination to withdraw a completed operation from when it is
-    /// cancelled from the console.
+    /// cancelled from the console, and to look up a queued or failed one
+    /// that was claimed before.
     #[arg(long)]
     http: Option<String>,
     /// How far back the overview counts finished operations and events.
