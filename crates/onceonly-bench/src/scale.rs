@@ -107,6 +107,19 @@ async fn measure_all(
     report: &mut dyn Report,
 ) -> anyhow::Result<()> {
     let store = PgStore::connect_with(url, PgOptions::default().max_connections(4)).await?;
+    let measured = measure_each(&store, url, ops, options, report).await;
+    // Closed before the database is dropped under it.
+    store.pool().close().await;
+    measured
+}
+
+async fn measure_each(
+    store: &PgStore,
+    url: &str,
+    ops: usize,
+    options: &ScaleOptions,
+    report: &mut dyn Report,
+) -> anyhow::Result<()> {
     store.migrate().await?;
     let mut processes = vec![1];
     let mut more: Vec<usize> = options
@@ -125,7 +138,7 @@ async fn measure_all(
         let mut baseline = None;
         for &p in &processes {
             let job = format!("scale_{p}_{batch}");
-            enqueue(&store, &job, n).await?;
+            enqueue(store, &job, n).await?;
             sqlx::query("ANALYZE onceonly.ops")
                 .execute(store.pool())
                 .await?;
@@ -137,7 +150,7 @@ async fn measure_all(
                 batch,
                 workers,
             };
-            let measured = run.measure(&store, n).await?;
+            let measured = run.measure(store, n).await?;
             let baseline_ops_per_s = *baseline.get_or_insert(measured.ops_per_s);
             let row = ScaleRow {
                 store: StoreKind::Postgres.name(),
