@@ -32,15 +32,10 @@ mod queries;
 
 pub use batcher::BatchStats;
 
-/// The SQL text of the statements that decide who acts, for baselines (the
-/// bench runs them raw next to the guard). They name the schema `onceonly`;
-/// [`sql::in_schema`] puts another in its place.
+/// What a harness needs to run the store's SQL files itself (plan tests,
+/// benchmarks): the batcher's session settings, and the schema put in the
+/// place of `onceonly`, which the files name.
 pub mod sql {
-    /// Claim: insert claimed, or claim a queued row (see `queries/claim.sql`).
-    pub const CLAIM: &str = include_str!("../queries/claim.sql");
-    /// One fenced transition (see `queries/move.sql`).
-    pub const MOVE: &str = include_str!("../queries/move.sql");
-
     /// The session settings of the batcher's own connections. Its batch
     /// statements join their arrays to the table; a hash or merge join would
     /// take the rows in the table's order, and only a nested loop over the

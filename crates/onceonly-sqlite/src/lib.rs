@@ -103,9 +103,8 @@ mod operator;
 mod queries;
 mod writer;
 
-/// The SQL text of the statements that decide who acts, for baselines
-/// (the bench runs them raw next to the guard).
-pub mod sql {
+/// The statements that decide who acts, and the clock a new claim binds.
+mod sql {
     /// Claim: insert claimed, or claim a queued row (see `queries/claim.sql`).
     pub const CLAIM: &str = include_str!("../queries/claim.sql");
     /// Claim a new record: a plain insert, the clock bound as `?8` (see

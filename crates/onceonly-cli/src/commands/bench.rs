@@ -1,22 +1,12 @@
-//! `onceonly bench`: guarded operations against the same SQL statements run
-//! raw, in the same process and the same run, on SQLite and PostgreSQL, at
-//! concurrency 1 and 16, for a no-op keyed effect and a local effect. On
-//! PostgreSQL, keyed rows also run the minimal two-statement operation raw
-//! (by sqlx, and by pgbench when installed): what the database can do.
+//! `onceonly bench`: parses its flags, runs the matching measurement of
+//! `onceonly-bench` and prints each row as a table line or a JSON object.
 
-mod minimal;
-mod relay;
-mod targets;
-
-use std::future::Future;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
-use onceonly::{EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload};
-use serde::Serialize;
-
-use targets::{BenchTarget, PgTarget, SqliteTarget};
+use onceonly_bench::{
+    Config, GuardedOptions, GuardedRow, PgConfig, RelayOptions, RelayRow, Report, ScaleOptions,
+    ScaleRow, StoreKind,
+};
 
 /// Arguments of `onceonly bench`.
 #[derive(clap::Args)]
@@ -56,9 +46,15 @@ pub struct Args {
     /// Relay destinations to measure (noop, http, https).
     #[arg(long, value_delimiter = ',', default_value = "noop,http")]
     destinations: Vec<String>,
-    /// Concurrent claim loops of the relay and of its raw baseline.
+    /// Concurrent claim loops of the relay and of its raw baseline (with
+    /// --relay-processes: of each process).
     #[arg(long, default_value_t = 4)]
     relay_workers: usize,
+    /// With --relay: scale-out instead. N `onceonly run --drain` processes
+    /// on one PostgreSQL database, for each N given (1 is always measured,
+    /// as the baseline), into a destination that counts every request.
+    #[arg(long, value_delimiter = ',', requires = "relay", value_name = "N,...")]
+    relay_processes: Vec<usize>,
     /// PostgreSQL: claims or moves per batch statement at most (1: no batching).
     #[arg(long, default_value_t = onceonly_postgres::DEFAULT_MAX_BATCH)]
     pg_max_batch: usize,
@@ -70,63 +66,73 @@ pub struct Args {
     no_minimal: bool,
 }
 
-/// One measured line.
-#[derive(Serialize)]
-struct Row {
-    store: &'static str,
-    effect: &'static str,
-    concurrency: usize,
-    ops: usize,
-    ops_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    raw_ops_per_s: f64,
-    raw_p50_ms: f64,
-    raw_p99_ms: f64,
-    ratio: f64,
-    /// The minimal two-statement operation by sqlx (PostgreSQL keyed).
-    minimal_ops_per_s: Option<f64>,
-    /// The same by pgbench, when installed.
-    pgbench_ops_per_s: Option<f64>,
-    /// Guarded over pgbench's minimal operation.
-    vs_pgbench: Option<f64>,
-    /// PostgreSQL: calls per batch statement in the guarded run.
-    calls_per_batch: Option<f64>,
-}
-
-/// Runs every measurement and prints it.
+/// Runs the measurements `args` ask for and prints them.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let pg_url = if db.starts_with("postgres") {
         db.to_owned()
     } else {
         args.pg.clone()
     };
-    if args.relay {
-        return run_relay(&pg_url, &args).await;
-    }
-    let mut rows = Vec::new();
-    if !args.json {
-        print_header();
-    }
-    for store in &args.stores {
-        match store.as_str() {
-            "sqlite" => {
-                let target = SqliteTarget::new(args.sqlite_connections).await?;
-                measure_all(&target, &args, &mut rows).await?;
-            }
-            "postgres" => match pg_target(&pg_url, &args).await {
-                Ok(target) => {
-                    let measured = measure_all(&target, &args, &mut rows).await;
-                    target.drop_schema().await;
-                    measured?;
-                }
-                Err(e) => eprintln!("bench: PostgreSQL skipped: {e}"),
-            },
-            other => anyhow::bail!("--stores: unknown store {other:?}; sqlite or postgres"),
+    let config = Config {
+        ops: args.ops,
+        stores: args
+            .stores
+            .iter()
+            .map(|s| s.parse::<StoreKind>())
+            .collect::<Result<_, String>>()
+            .map_err(|e| anyhow::anyhow!("--stores: {e}"))?,
+        sqlite_connections: args.sqlite_connections,
+        pg: PgConfig {
+            url: pg_url,
+            max_batch: args.pg_max_batch,
+            lanes: args.pg_lanes,
+        },
+    };
+    let mut printer = Printer {
+        json: args.json,
+        relay_header_for: None,
+    };
+    if !args.relay_processes.is_empty() {
+        let options = ScaleOptions {
+            program: std::env::current_exe()?,
+            processes: args.relay_processes,
+            batches: args.batches,
+            workers: args.relay_workers,
+        };
+        if !args.json {
+            print_scale_header();
         }
+        onceonly_bench::scale_out(&config, &options, &mut printer).await?;
+    } else if args.relay {
+        let options = RelayOptions {
+            batches: args.batches,
+            destinations: args.destinations,
+            workers: args.relay_workers,
+        };
+        options
+            .check()
+            .map_err(|e| anyhow::anyhow!("--destinations: {e}"))?;
+        onceonly_bench::relay(&config, &options, &mut printer).await?;
+    } else {
+        if let Some(other) = args
+            .effects
+            .iter()
+            .find(|e| !matches!(e.as_str(), "keyed" | "local"))
+        {
+            anyhow::bail!("--effects: unknown effect {other:?}; keyed or local");
+        }
+        let options = GuardedOptions {
+            effects: args.effects,
+            concurrency: args.concurrency,
+            minimal: !args.no_minimal,
+        };
+        if !args.json {
+            print_guarded_header();
+        }
+        onceonly_bench::guarded(&config, &options, &mut printer).await?;
     }
-    let peak = peak_rss_mib();
-    if args.json {
+    let peak = onceonly_bench::peak_rss_mib();
+    if args.json && !args.relay {
         println!("{}", serde_json::json!({ "peak_rss_mib": peak }));
     } else {
         println!("peak memory (VmHWM): {peak:.1} MiB");
@@ -134,220 +140,61 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_relay(pg_url: &str, args: &Args) -> anyhow::Result<ExitCode> {
-    for store in &args.stores {
-        match store.as_str() {
-            "sqlite" => {
-                let target = SqliteTarget::new(args.sqlite_connections).await?;
-                relay::measure(&target, &relay_args(args)).await?;
-            }
-            "postgres" => match pg_target(pg_url, args).await {
-                Ok(target) => {
-                    let measured = relay::measure(&target, &relay_args(args)).await;
-                    target.drop_schema().await;
-                    measured?;
-                }
-                Err(e) => eprintln!("bench: PostgreSQL skipped: {e}"),
-            },
-            other => anyhow::bail!("--stores: unknown store {other:?}; sqlite or postgres"),
+/// Prints rows as they come: a table (a relay header before each store's
+/// first row) or one JSON object per line. Notes go to stderr.
+struct Printer {
+    json: bool,
+    relay_header_for: Option<&'static str>,
+}
+
+impl Report for Printer {
+    fn guarded(&mut self, row: &GuardedRow) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string(row)?);
+        } else {
+            print_guarded_row(row);
         }
+        Ok(())
     }
-    println!("peak memory (VmHWM): {:.1} MiB", peak_rss_mib());
-    Ok(ExitCode::SUCCESS)
-}
 
-/// The PostgreSQL target, the store batching as `args` say. Its pool (the
-/// raw and minimal sqlx baselines, local effects) keeps 16 connections, so
-/// that pgbench's 64 clients still fit under the server's default limit of
-/// 100 connections.
-async fn pg_target(url: &str, args: &Args) -> anyhow::Result<PgTarget> {
-    let options = onceonly_postgres::PgOptions::default()
-        .max_batch(args.pg_max_batch)
-        .batch_lanes(args.pg_lanes);
-    PgTarget::new(url, 16, options).await
-}
+    fn relay(&mut self, row: &RelayRow) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string(row)?);
+            return Ok(());
+        }
+        if self.relay_header_for != Some(row.store) {
+            self.relay_header_for = Some(row.store);
+            print_relay_header();
+        }
+        println!(
+            "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10.0} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.0} {:>6.2}",
+            row.store, row.destination, row.batch, row.workers, row.ops, row.ops_per_s,
+            row.claim_to_done_p50_ms, row.claim_to_done_p99_ms, row.enqueue_to_done_p50_ms,
+            row.enqueue_to_done_p99_ms, row.raw_ops_per_s, row.ratio
+        );
+        Ok(())
+    }
 
-fn relay_args(args: &Args) -> relay::RelayArgs<'_> {
-    relay::RelayArgs {
-        ops: args.ops,
-        batches: &args.batches,
-        destinations: &args.destinations,
-        workers: args.relay_workers,
-        json: args.json,
+    fn scale(&mut self, row: &ScaleRow) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string(row)?);
+        } else {
+            println!(
+                "{:<9} {:>5} {:>5} {:>3} {:>7} {:>10.0} {:>7.1} {:>8} {:>8} {:>6} {:>7} {:>10.0} {:>6.2}",
+                row.store, row.processes, row.batch, row.workers, row.ops, row.ops_per_s,
+                row.wall_s, row.posts, row.keys_received, row.keys_sent_twice, row.keys_missing,
+                row.baseline_ops_per_s, row.ratio
+            );
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, note: &str) {
+        eprintln!("bench: {note}");
     }
 }
 
-async fn measure_all<T: BenchTarget>(
-    target: &T,
-    args: &Args,
-    rows: &mut Vec<Row>,
-) -> anyhow::Result<()> {
-    for effect in ["keyed", "local"] {
-        if !args.effects.iter().any(|e| e == effect) {
-            continue;
-        }
-        for &concurrency in &args.concurrency {
-            let prefix = format!("{effect}-c{concurrency}");
-            let raw = timed(args.ops, concurrency, |i| {
-                let key = format!("raw-{prefix}-{i}");
-                async move {
-                    match effect {
-                        "keyed" => target.raw_keyed(&key).await,
-                        _ => target.raw_local(&key).await,
-                    }
-                }
-            })
-            .await?;
-            let batches_before = target.batch_stats();
-            let guarded = match effect {
-                "keyed" => guarded_keyed(target, args.ops, concurrency, &prefix).await?,
-                _ => guarded_local(target, args.ops, concurrency, &prefix).await?,
-            };
-            let calls_per_batch = batches_before
-                .zip(target.batch_stats())
-                .map(|(a, b)| (b.calls - a.calls) as f64 / (b.batches - a.batches).max(1) as f64);
-            let (minimal, pgbench) = match target.minimal() {
-                Some(m) if effect == "keyed" && !args.no_minimal => {
-                    let by_sqlx = timed(args.ops, concurrency, |i| {
-                        let key = format!("min-{prefix}-{i}");
-                        async move { m.op(&key).await }
-                    })
-                    .await?;
-                    let by_pgbench = match m.pgbench(concurrency, args.ops).await {
-                        Ok(tps) => tps,
-                        Err(e) => {
-                            eprintln!("bench: pgbench baseline skipped: {e:#}");
-                            None
-                        }
-                    };
-                    (Some(by_sqlx.ops_per_s), by_pgbench)
-                }
-                _ => (None, None),
-            };
-            let row = Row {
-                store: T::NAME,
-                effect,
-                concurrency,
-                ops: args.ops,
-                ops_per_s: guarded.ops_per_s,
-                p50_ms: guarded.p50_ms,
-                p99_ms: guarded.p99_ms,
-                raw_ops_per_s: raw.ops_per_s,
-                raw_p50_ms: raw.p50_ms,
-                raw_p99_ms: raw.p99_ms,
-                ratio: guarded.ops_per_s / raw.ops_per_s,
-                minimal_ops_per_s: minimal,
-                pgbench_ops_per_s: pgbench,
-                vs_pgbench: pgbench.map(|p| guarded.ops_per_s / p),
-                calls_per_batch,
-            };
-            if args.json {
-                println!("{}", serde_json::to_string(&row)?);
-            } else {
-                print_row(&row);
-            }
-            rows.push(row);
-        }
-    }
-    Ok(())
-}
-
-async fn guarded_keyed<T: BenchTarget>(
-    target: &T,
-    ops: usize,
-    concurrency: usize,
-    prefix: &str,
-) -> anyhow::Result<Timing> {
-    let spec = JobSpec::new("bench_keyed", EffectKind::Keyed);
-    let guard = Guard::new(target.store().clone(), spec)?;
-    let noop =
-        EffectFn(|ctx: EffectCtx| async move { EffectOutcome::done_with_ref(ctx.idempotency_key) });
-    let payload = Payload::none();
-    timed(ops, concurrency, |i| {
-        let (guard, noop, payload) = (&guard, &noop, &payload);
-        let key = format!("{prefix}-{i}");
-        async move {
-            match guard.run(&key, payload, noop).await? {
-                Outcome::Done { repeat: false, .. } => Ok(()),
-                other => anyhow::bail!("bench op {key} did not complete: {other:?}"),
-            }
-        }
-    })
-    .await
-}
-
-async fn guarded_local<T: BenchTarget>(
-    target: &T,
-    ops: usize,
-    concurrency: usize,
-    prefix: &str,
-) -> anyhow::Result<Timing> {
-    let spec = JobSpec::new("bench_local", EffectKind::Local);
-    let guard = Guard::new(target.store().clone(), spec)?;
-    let payload = Payload::none();
-    let sql = target.effect_sql();
-    timed(ops, concurrency, |i| {
-        let (guard, payload, sql) = (&guard, &payload, sql.clone());
-        let key = format!("{prefix}-{i}");
-        async move {
-            let outcome = guard
-                .run_local(&key, payload, move |conn, ctx| {
-                    Box::pin(T::insert_effect(sql, conn, ctx))
-                })
-                .await?;
-            match outcome {
-                Outcome::Done { repeat: false, .. } => Ok(()),
-                other => anyhow::bail!("bench op {key} did not complete: {other:?}"),
-            }
-        }
-    })
-    .await
-}
-
-/// Throughput and latency of one measurement.
-struct Timing {
-    ops_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-/// Runs `ops` operations, `concurrency` at a time, and times each.
-async fn timed<F, Fut>(ops: usize, concurrency: usize, op: F) -> anyhow::Result<Timing>
-where
-    F: Fn(usize) -> Fut,
-    Fut: Future<Output = anyhow::Result<()>>,
-{
-    use futures::stream::{self, StreamExt, TryStreamExt};
-    let op = Arc::new(op);
-    let start = Instant::now();
-    // Microseconds as u32 (4 bytes an operation): 200k operations keep
-    // under a megabyte of latencies, so peak memory does not grow with --ops.
-    let mut latencies: Vec<u32> = stream::iter(0..ops)
-        .map(|i| {
-            let op = op.clone();
-            async move {
-                let t = Instant::now();
-                op(i).await?;
-                Ok::<_, anyhow::Error>(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX))
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect()
-        .await?;
-    let elapsed = start.elapsed();
-    latencies.sort_unstable();
-    let pct = |p: f64| {
-        let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
-        f64::from(latencies[i]) / 1000.0
-    };
-    Ok(Timing {
-        ops_per_s: ops as f64 / elapsed.as_secs_f64(),
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    })
-}
-
-fn print_header() {
+fn print_guarded_header() {
     println!(
         "{:<9} {:<6} {:>4} {:>11} {:>8} {:>8} {:>11} {:>8} {:>8} {:>6} {:>10} {:>10} {:>7} {:>6}",
         "store",
@@ -367,7 +214,7 @@ fn print_header() {
     );
 }
 
-fn print_row(r: &Row) {
+fn print_guarded_row(r: &GuardedRow) {
     let or_dash =
         |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     println!(
@@ -389,16 +236,39 @@ fn print_row(r: &Row) {
     );
 }
 
-/// Peak resident memory of this process (Linux VmHWM), in MiB.
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|kb| kb.parse::<f64>().ok())
-            })
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+fn print_relay_header() {
+    println!(
+        "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6}",
+        "store",
+        "dest",
+        "batch",
+        "wk",
+        "ops",
+        "relay/s",
+        "c→d p50",
+        "c→d p99",
+        "e→d p50",
+        "e→d p99",
+        "raw/s",
+        "ratio"
+    );
+}
+
+fn print_scale_header() {
+    println!(
+        "{:<9} {:>5} {:>5} {:>3} {:>7} {:>10} {:>7} {:>8} {:>8} {:>6} {:>7} {:>10} {:>6}",
+        "store",
+        "procs",
+        "batch",
+        "wk",
+        "ops",
+        "relay/s",
+        "wall s",
+        "posts",
+        "keys",
+        "twice",
+        "missing",
+        "1 proc/s",
+        "ratio"
+    );
 }

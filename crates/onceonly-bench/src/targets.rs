@@ -3,15 +3,58 @@
 //! connection, on the driver the guard uses for that effect (SQLite keyed:
 //! rusqlite, like the store's own connection; local effects: sqlx, the
 //! user's transaction; PostgreSQL: sqlx).
+//!
+//! The statements are the store crates' own files, read here at compile
+//! time as `tools/sync-sql` copies them for the Python and Ruby clients:
+//! the store crates export no SQL text for the bench. The completion's
+//! from-state, to-state and cancel fence come from the protocol
+//! ([`Move::Complete`]), as the store's own completion does.
 
 use std::future::Future;
 
-use onceonly::{BoxError, EffectCtx, Payload, Store};
+use onceonly::store::OpMove;
+use onceonly::{BoxError, EffectCtx, Move, Payload, Store};
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
 use sqlx::Row;
 
-use super::minimal::Minimal;
+use crate::minimal::Minimal;
+
+/// SQLite's statements (see `crates/onceonly-sqlite/queries/`).
+mod sqlite_sql {
+    /// Claim: insert claimed, or claim a queued row.
+    pub const CLAIM: &str = include_str!("../../onceonly-sqlite/queries/claim.sql");
+    /// Claim a new record: a plain insert, the clock bound as `?8`; what
+    /// the store runs first.
+    pub const CLAIM_NEW: &str = include_str!("../../onceonly-sqlite/queries/claim_new.sql");
+    /// One fenced transition.
+    pub const MOVE: &str = include_str!("../../onceonly-sqlite/queries/move.sql");
+}
+
+/// PostgreSQL's statements (see `crates/onceonly-postgres/queries/`), in
+/// the schema `onceonly` until [`onceonly_postgres::sql::in_schema`] puts
+/// the bench's in its place.
+mod pg_sql {
+    /// Claim: insert claimed, or claim a queued row.
+    pub const CLAIM: &str = include_str!("../../onceonly-postgres/queries/claim.sql");
+    /// One fenced transition.
+    pub const MOVE: &str = include_str!("../../onceonly-postgres/queries/move.sql");
+}
+
+/// SQLite's clock in ms, as the store binds it to `CLAIM_NEW`:
+/// `unixepoch('subsec')` reads this same wall clock, truncated to the
+/// millisecond the same way.
+fn sqlite_clock_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The completion the raw baselines run: the protocol's, recording `null`.
+fn completion<'a>(job_type: &'a str, key: &'a str, token: i64) -> OpMove<'a> {
+    Move::Complete.op(job_type, key, token).with_result("null")
+}
 
 const LEASE_MS: i64 = 30_000;
 
@@ -58,6 +101,7 @@ pub struct SqliteTarget {
 }
 
 impl SqliteTarget {
+    /// A fresh file, migrated, with the local effect's table.
     pub async fn new(connections: u32) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let url = format!("sqlite://{}", dir.path().join("bench.db").display());
@@ -91,7 +135,7 @@ impl BenchTarget for SqliteTarget {
         // The store's first statement for a new operation: the insert, with
         // SQLite's clock bound (a new record's token is 1).
         let inserted = raw
-            .prepare_cached(onceonly_sqlite::sql::CLAIM_NEW)?
+            .prepare_cached(sqlite_sql::CLAIM_NEW)?
             .execute(rusqlite::params![
                 0_i64,
                 "bench_raw",
@@ -100,23 +144,23 @@ impl BenchTarget for SqliteTarget {
                 &none.fingerprint,
                 None::<String>,
                 LEASE_MS,
-                onceonly_sqlite::sql::clock_ms()
+                sqlite_clock_ms()
             ])?;
         anyhow::ensure!(inserted == 1, "raw claim of {key} inserted {inserted} rows");
-        let token = 1_i64;
+        let m = completion("bench_raw", key, 1);
         let done = raw
-            .prepare_cached(onceonly_sqlite::sql::MOVE)?
+            .prepare_cached(sqlite_sql::MOVE)?
             .execute(rusqlite::params![
                 0_i64,
-                "bench_raw",
-                key,
-                token,
-                "claimed",
-                "completed",
-                None::<String>,
-                Some("null"),
-                None::<String>,
-                true,
+                m.job_type,
+                m.op_key,
+                m.token,
+                m.from.as_str(),
+                m.to.as_str(),
+                m.external_ref,
+                m.result,
+                m.error,
+                m.unless_cancel_requested,
                 0_i64
             ])?;
         anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
@@ -160,7 +204,7 @@ async fn sqlite_claim<'e>(
     key: &str,
 ) -> anyhow::Result<i64> {
     let none = Payload::none();
-    let row = sqlx::query(onceonly_sqlite::sql::CLAIM)
+    let row = sqlx::query(sqlite_sql::CLAIM)
         .bind(0_i64)
         .bind("bench_raw")
         .bind(key)
@@ -178,17 +222,18 @@ async fn sqlite_complete<'e>(
     key: &str,
     token: i64,
 ) -> anyhow::Result<u64> {
-    let done = sqlx::query(onceonly_sqlite::sql::MOVE)
+    let m = completion("bench_raw", key, token);
+    let done = sqlx::query(sqlite_sql::MOVE)
         .bind(0_i64)
-        .bind("bench_raw")
-        .bind(key)
-        .bind(token)
-        .bind("claimed")
-        .bind("completed")
-        .bind(None::<String>)
-        .bind(Some("null"))
-        .bind(None::<String>)
-        .bind(true)
+        .bind(m.job_type)
+        .bind(m.op_key)
+        .bind(m.token)
+        .bind(m.from.as_str())
+        .bind(m.to.as_str())
+        .bind(m.external_ref)
+        .bind(m.result)
+        .bind(m.error)
+        .bind(m.unless_cancel_requested)
         .bind(0_i64)
         .execute(ex)
         .await?;
@@ -221,18 +266,20 @@ impl PgTarget {
         .await?;
         Ok(Self {
             minimal: Minimal::new(store.pool(), url, &schema).await?,
-            claim_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::CLAIM, &schema),
-            move_sql: onceonly_postgres::sql::in_schema(onceonly_postgres::sql::MOVE, &schema),
+            claim_sql: onceonly_postgres::sql::in_schema(pg_sql::CLAIM, &schema),
+            move_sql: onceonly_postgres::sql::in_schema(pg_sql::MOVE, &schema),
             insert_sql: format!("INSERT INTO \"{schema}\".bench_effects (op_key) VALUES ($1)"),
             store,
             schema,
         })
     }
 
-    pub async fn drop_schema(&self) {
+    /// Drops the bench's schema, or says why it could not.
+    pub async fn drop_schema(&self) -> Result<(), String> {
         let drop = format!("DROP SCHEMA \"{}\" CASCADE", self.schema);
-        if let Err(e) = sqlx::query(&drop).execute(self.store.pool()).await {
-            eprintln!("bench: could not drop schema {}: {e}", self.schema);
+        match sqlx::query(&drop).execute(self.store.pool()).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("could not drop schema {}: {e}", self.schema)),
         }
     }
 
@@ -261,17 +308,18 @@ impl PgTarget {
         key: &str,
         token: i64,
     ) -> anyhow::Result<u64> {
+        let m = completion("bench_raw", key, token);
         let done = sqlx::query(&self.move_sql)
             .bind(0_i64)
-            .bind("bench_raw")
-            .bind(key)
-            .bind(token)
-            .bind("claimed")
-            .bind("completed")
-            .bind(None::<String>)
-            .bind(Some("null"))
-            .bind(None::<String>)
-            .bind(true)
+            .bind(m.job_type)
+            .bind(m.op_key)
+            .bind(m.token)
+            .bind(m.from.as_str())
+            .bind(m.to.as_str())
+            .bind(m.external_ref)
+            .bind(m.result)
+            .bind(m.error)
+            .bind(m.unless_cancel_requested)
             .bind(0_i64)
             .execute(ex)
             .await?;

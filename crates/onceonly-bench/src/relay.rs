@@ -5,82 +5,109 @@
 use std::time::{Duration, Instant};
 
 use onceonly::relay::{Relay, RelayConfig};
-use onceonly::store::{Completion, OpClaimBatch, OpCompleteBatch, OpList, OpMove};
+use onceonly::store::{Completion, OpClaimBatch, OpCompleteBatch, OpList};
 use onceonly::{
-    Effect, EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Payload, Record, State,
-    Store,
+    Effect, EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Move, Payload, Record,
+    State, Store,
 };
 use onceonly_http::test_server::{Mode, TestServer};
 use onceonly_http::{ClientOptions, HttpDestination, Shape};
 use serde::Serialize;
 
-use super::targets::BenchTarget;
+use crate::targets::BenchTarget;
+use crate::{on_each_store, Config, Report};
 
-/// What `bench --relay` measures.
-pub struct RelayArgs<'a> {
-    /// Operations per batched measurement (a fifth of it unbatched).
-    pub ops: usize,
-    /// Batch sizes (1 = no batching).
-    pub batches: &'a [u32],
-    /// Destinations: `noop`, `http`, `https`.
-    pub destinations: &'a [String],
+/// What [`relay`] measures beyond [`Config`].
+#[derive(Debug, Clone)]
+pub struct RelayOptions {
+    /// Batch sizes (1 = no batching). A batched measurement runs
+    /// [`Config::ops`] operations, an unbatched one a fifth of it.
+    pub batches: Vec<u32>,
+    /// Destinations: `noop` (in-process), `http`, `https` (a test
+    /// destination on loopback that dedups on the key).
+    pub destinations: Vec<String>,
     /// Claim loops of the relay and of the raw baseline.
     pub workers: usize,
-    /// One JSON object per line.
-    pub json: bool,
+}
+
+impl RelayOptions {
+    /// Refuses a destination that is not `noop`, `http` or `https`.
+    pub fn check(&self) -> Result<(), String> {
+        match self
+            .destinations
+            .iter()
+            .find(|d| !matches!(d.as_str(), "noop" | "http" | "https"))
+        {
+            Some(other) => Err(format!("unknown {other:?}; noop, http or https")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One measured relay line.
-#[derive(Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RelayRow {
-    store: &'static str,
-    destination: &'static str,
-    batch: u32,
-    workers: usize,
-    ops: usize,
-    ops_per_s: f64,
-    claim_to_done_p50_ms: f64,
-    claim_to_done_p99_ms: f64,
-    enqueue_to_done_p50_ms: f64,
-    enqueue_to_done_p99_ms: f64,
-    raw_ops_per_s: f64,
-    ratio: f64,
+    /// `sqlite` or `postgres`.
+    pub store: &'static str,
+    /// `noop`, `http` or `https`.
+    pub destination: &'static str,
+    /// Rows claimed per statement.
+    pub batch: u32,
+    /// Claim loops.
+    pub workers: usize,
+    /// Operations drained.
+    pub ops: usize,
+    /// Operations per second, enqueued before the drain starts.
+    pub ops_per_s: f64,
+    /// Claim to completion (the database's clock), median.
+    pub claim_to_done_p50_ms: f64,
+    /// Claim to completion, 99th percentile.
+    pub claim_to_done_p99_ms: f64,
+    /// Enqueue to completion, median.
+    pub enqueue_to_done_p50_ms: f64,
+    /// Enqueue to completion, 99th percentile.
+    pub enqueue_to_done_p99_ms: f64,
+    /// The same claims and completions without guard or effect, per second.
+    pub raw_ops_per_s: f64,
+    /// Relay over raw.
+    pub ratio: f64,
 }
 
-/// Measures the relay on `store` for each destination and batch size.
-pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow::Result<()> {
-    if !args.json {
-        println!(
-            "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6}",
-            "store",
-            "dest",
-            "batch",
-            "wk",
-            "ops",
-            "relay/s",
-            "c→d p50",
-            "c→d p99",
-            "e→d p50",
-            "e→d p99",
-            "raw/s",
-            "ratio"
-        );
-    }
+/// Measures the relay on each store of `config`, for each destination and
+/// batch size, handing each row to `report`.
+pub async fn relay(
+    config: &Config,
+    options: &RelayOptions,
+    report: &mut dyn Report,
+) -> anyhow::Result<()> {
+    options.check().map_err(anyhow::Error::msg)?;
+    on_each_store!(config, report, |target| measure(
+        &target, config.ops, options, report
+    )
+    .await);
+    Ok(())
+}
+
+async fn measure<T: BenchTarget>(
+    target: &T,
+    ops: usize,
+    options: &RelayOptions,
+    report: &mut dyn Report,
+) -> anyhow::Result<()> {
     let server = TestServer::start(Mode::Keyed).await?;
     let http = HttpDestination::new(&server.base_url(), Duration::from_secs(5))?;
     let (_tls_server, https) = https_destination().await?;
     let noop =
         EffectFn(|ctx: EffectCtx| async move { EffectOutcome::done_with_ref(ctx.idempotency_key) });
-    let workers = args.workers.max(1);
-    for &batch in args.batches {
+    let workers = options.workers.max(1);
+    for &batch in &options.batches {
         // Unbatched runs are slower: fewer operations keep the run short.
-        let n = if batch > 1 { args.ops } else { args.ops / 5 };
-        for destination in args.destinations {
+        let n = if batch > 1 { ops } else { ops / 5 };
+        for destination in &options.destinations {
             let destination: &'static str = match destination.as_str() {
                 "noop" => "noop",
-                "http" => "http",
                 "https" => "https",
-                other => anyhow::bail!("--destinations: unknown {other:?}; noop, http or https"),
+                _ => "http",
             };
             let job = format!("relay_{destination}_{batch}_{}", std::process::id());
             let (relay_s, records) = match destination {
@@ -89,23 +116,13 @@ pub async fn measure<T: BenchTarget>(target: &T, args: &RelayArgs<'_>) -> anyhow
                 _ => drain(target, &job, n, batch, workers, &http).await?,
             };
             let raw_s = raw(target, &format!("{job}_raw"), n, batch, workers).await?;
-            let row = row(
+            report.relay(&row(
                 T::NAME,
                 destination,
                 (batch, workers, n),
                 (relay_s, raw_s),
                 &records,
-            );
-            if args.json {
-                println!("{}", serde_json::to_string(&row)?);
-            } else {
-                println!(
-                    "{:<9} {:<6} {:>5} {:>3} {:>7} {:>10.0} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.0} {:>6.2}",
-                    row.store, row.destination, row.batch, row.workers, row.ops, row.ops_per_s, row.claim_to_done_p50_ms,
-                    row.claim_to_done_p99_ms, row.enqueue_to_done_p50_ms, row.enqueue_to_done_p99_ms,
-                    row.raw_ops_per_s, row.ratio
-                );
-            }
+            ))?;
         }
     }
     Ok(())
@@ -126,18 +143,26 @@ async fn https_destination() -> anyhow::Result<(TestServer, HttpDestination)> {
     Ok((server, https))
 }
 
+/// Enqueues `op-0` .. `op-{n-1}` for `job`, then refreshes the planner's
+/// statistics.
 async fn enqueue_all<T: BenchTarget>(target: &T, job: &str, n: usize) -> anyhow::Result<()> {
-    let store = target.store();
+    enqueue(target.store(), job, n).await?;
+    target.analyze().await
+}
+
+/// Enqueues `op-0` .. `op-{n-1}` for `job`, 5,000 to a transaction.
+pub(crate) async fn enqueue<S: Store>(store: &S, job: &str, n: usize) -> anyhow::Result<()> {
     let payload = Payload::none();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
+    let keys: Vec<usize> = (0..n).collect();
+    for chunk in keys.chunks(5_000) {
         let mut tx = store.begin().await?;
         for i in chunk {
             onceonly::ops::enqueue_in(store, &mut tx, job, &format!("op-{i}"), &payload, None)
                 .await?;
         }
-        <T::S as Store>::commit(tx).await?;
+        S::commit(tx).await?;
     }
-    target.analyze().await
+    Ok(())
 }
 
 /// Enqueues `n`, drains them with a relay, returns ops/s and the records.
@@ -230,10 +255,9 @@ async fn raw<T: BenchTarget>(
                 );
             } else {
                 for (r, c) in &claims {
-                    let mut m =
-                        OpMove::new(job, &r.op_key, c.token, State::Claimed, State::Completed);
-                    m.unless_cancel_requested = true;
-                    m.result = Some("null");
+                    let m = Move::Complete
+                        .op(job, &r.op_key, c.token)
+                        .with_result("null");
                     anyhow::ensure!(
                         store.op_move(&m).await?,
                         "raw baseline did not complete {}",
