@@ -24,6 +24,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use onceonly::db_url::DbKind;
 use onceonly::operator::{self, OperatorStore, Which};
 use onceonly::store::OpList;
 use onceonly::{State, Store};
@@ -433,9 +434,8 @@ async fn main() {
         "console bench: {} iterations per page; the machine is shared (2 cores), baselines run in the same rounds",
         a.iterations
     );
-    if a.db.starts_with("sqlite:") {
-        sqlite(&a).await;
-    } else {
-        postgres(&a).await;
+    match DbKind::of(&a.db).unwrap() {
+        DbKind::Sqlite => sqlite(&a).await,
+        DbKind::Postgres => postgres(&a).await,
     }
 }

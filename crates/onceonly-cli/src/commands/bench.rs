@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use onceonly::db_url::DbKind;
 use onceonly_bench::{
     Config, GuardedOptions, GuardedRow, PgConfig, RelayOptions, RelayRow, Report, ScaleOptions,
     ScaleRow, StoreKind,
@@ -68,10 +69,10 @@ pub struct Args {
 
 /// Runs the measurements `args` ask for and prints them.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    let pg_url = if db.starts_with("postgres") {
-        db.to_owned()
-    } else {
-        args.pg.clone()
+    // --db names the PostgreSQL to use when it is one; --pg otherwise.
+    let pg_url = match DbKind::of(db)? {
+        DbKind::Postgres => db.to_owned(),
+        DbKind::Sqlite => args.pg.clone(),
     };
     let config = Config {
         ops: args.ops,
