@@ -40,6 +40,15 @@ enum Call {
     Read(Box<dyn FnOnce(&Connection) + Send>),
 }
 
+/// The writer's page cache at most, in KiB (SQLite's default: 2 MiB). A
+/// claim and its completion touch pages all over the history, so a cache
+/// as large as the file (64 MiB before) grew with it: peak memory 20 MiB
+/// at 20k operations, 72 MiB at 200k. Pages it drops are still in the
+/// operating system's cache, a `pread` away, and at 4 MiB the keyed c16
+/// bench was no slower at 20k or 200k (docs/benchmarks.md) while peak
+/// memory stayed within 7% of the 20k figure.
+const PAGE_CACHE_KIB: i64 = 4_096;
+
 /// A handle on the writer thread; clones share it, and the thread ends when
 /// the last handle is dropped.
 #[derive(Clone)]
@@ -70,10 +79,7 @@ impl Writer {
         // process dies (power loss of the machine can lose the last commits).
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);
-        // Up to 64 MiB of pages (default 2 MiB): a claim and its completion
-        // touch pages all over the history, and every miss is a read and a
-        // WAL lookup on the one thread that sets the pace (keyed c16: ~+15%).
-        conn.pragma_update(None, "cache_size", -65_536)?;
+        conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)?;
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
         let commits = Arc::new(Commits::default());
         checkpoint::start(path, &commits)?;
