@@ -103,9 +103,13 @@ module Onceonly
       end
     end
 
-    # Appends one event to the audit trail, timed by the database's clock.
-    def op_audit(job_type:, op_key:, event:, actor:, token:, from: nil, to: nil, detail: nil)
-      with_conn(nil) { |c| exec(c, :audit, [job_type, op_key, event, actor, token, from, to, detail]) }
+    # Appends one event to the audit trail, timed by the database's clock;
+    # `attempt` and `retry_after_ms` only on a release.
+    def op_audit(job_type:, op_key:, event:, actor:, token:, from: nil, to: nil, detail: nil,
+                 attempt: nil, retry_after_ms: nil)
+      with_conn(nil) do |c|
+        exec(c, :audit, [job_type, op_key, event, actor, token, from, to, detail, attempt, retry_after_ms])
+      end
     end
 
     # The audit trail of one operation, oldest first (AuditEvent).
