@@ -13,7 +13,7 @@ module Onceonly
   # they run on the store's own pool.
   class Store
     INT_COLUMNS = %w[token attempts due_at claimed_at lease_until created_at updated_at
-                     completed_at now id at version].freeze
+                     completed_at now id at version attempt retry_after_ms].freeze
 
     attr_reader :url
 
