@@ -128,6 +128,7 @@ macro_rules! conformance_tests {
             // audit trail
             happy_path_writes_no_audit,
             retries_are_audited,
+            relay_retries_and_shutdown_are_audited,
             take_over_is_audited_by_policy,
             permanent_failure_and_hold_are_audited,
             lost_claim_is_audited,

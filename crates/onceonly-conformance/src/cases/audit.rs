@@ -14,7 +14,8 @@ use onceonly::{
 };
 
 use super::support::{
-    crash_at, guard, is_first_done, job_for, order, LEASE, PAST_LEASE, REMOTE_KINDS, RETRY_BACKOFF,
+    crash_at, guard, is_first_done, job_for, order, record, LEASE, PAST_LEASE, REMOTE_KINDS,
+    RETRY_BACKOFF,
 };
 use crate::effects::CountingEffect;
 use crate::StoreFactory;
@@ -178,6 +179,78 @@ pub async fn retries_are_audited<F: StoreFactory>(factory: &F) {
         dest.calls("queued"),
         tries as u32,
         "the unstarted claim never acted"
+    );
+}
+
+/// A running relay: a try not sent appends a `retry` (then the next claim
+/// completes, appending nothing); a claim it gives back unstarted as it
+/// stops appends a `released`, due at once.
+pub async fn relay_retries_and_shutdown_are_audited<F: StoreFactory>(factory: &F) {
+    use onceonly::relay::{Relay, RelayConfig};
+
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let worker = guard(&store, "send", EffectKind::Keyed).with_owner("relay");
+    let tries = worker.spec().max_retries as usize + 1;
+    dest.script(vec![
+        EffectOutcome::NotSent("connection refused".into());
+        tries
+    ]);
+    ops::enqueue(&store, "send", "op", &order(1), None)
+        .await
+        .unwrap();
+    let config = RelayConfig {
+        workers: 1,
+        poll: std::time::Duration::from_millis(20),
+        drain: true,
+        ..RelayConfig::default()
+    };
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    // Drains once the retry (due after its 500ms backoff) is done.
+    Relay::new(&worker, &dest, config.clone())
+        .run(stop)
+        .await
+        .unwrap();
+    assert_eq!(record(&store, "send", "op").await.state, State::Completed);
+    let events = history(&store, "send", "op").await;
+    assert_eq!(releases(&events), [retry(1, "connection refused", 500)]);
+    assert_eq!(events[0].actor, "relay");
+
+    // Stopped right after a batch claim: the claim goes back unstarted.
+    ops::enqueue(&store, "send", "unstarted", &order(2), None)
+        .await
+        .unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let relay_store = super::intercept::Intercept {
+        inner: store.clone(),
+        after_claim_batch: Arc::new(move |_claimed| {
+            let stop_tx = stop_tx.clone();
+            Box::pin(async move {
+                stop_tx.send_replace(true);
+            }) as futures::future::BoxFuture<'static, ()>
+        }),
+        fail_heartbeats: false,
+    };
+    let stopping = guard(&relay_store, "send", EffectKind::Keyed).with_owner("relay");
+    let config = RelayConfig {
+        drain: false,
+        ..config
+    };
+    Relay::new(&stopping, &dest, config)
+        .run(stop)
+        .await
+        .unwrap();
+    assert_eq!(
+        dest.calls("unstarted"),
+        0,
+        "the relay stopped before acting"
+    );
+    let events = history(&store, "send", "unstarted").await;
+    let reason = "released unstarted at relay shutdown";
+    assert_eq!(
+        releases(&events),
+        [(AuditKind::Released, Some(1), Some(reason.into()), Some(0))]
     );
 }
 
