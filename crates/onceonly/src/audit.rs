@@ -189,7 +189,8 @@ pub struct AuditEvent {
 
 impl AuditEvent {
     /// For a release: when the operation is due again, by the database's
-    /// clock (`at` plus the backoff).
+    /// clock: `at` plus the backoff (the release itself ran a moment before
+    /// `at`, so the row is due by then).
     pub fn due_again(&self) -> Option<DbTime> {
         self.retry_after_ms.map(|ms| DbTime(self.at.0 + ms))
     }
