@@ -20,7 +20,8 @@ from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
                       WithdrawFailed)
 from .owner import new_owner
-from .protocol import cancel_unsent, owner_move, owner_op, policy, take_over_to
+from .protocol import (CANCELLED, COMPENSATED, FAILED, HOLD_EVENT, LOST_CLAIM, RETRY, TAKE_OVER,
+                       WITHDRAW_FAILED, cancel_unsent, owner_move, owner_op, policy, take_over_to)
 from .record import Claim, Record, Snapshot, State
 from .spec import JobSpec, Kind, StalePolicy, fmt_ms
 from .stores import OpMove, Store
@@ -153,7 +154,7 @@ class Guard:
         taken = self.store.take_over(stale.job_type, stale.op_key, stale.token, to, self.owner, self.spec.lease_ms, reason)
         log.info("stale claim job=%s key=%s stale_token=%s to=%s won=%s", stale.job_type, stale.op_key, stale.token, to, taken is not None)
         if taken is not None:
-            self._audit(stale.op_key, "take_over", taken.token, State.CLAIMED, to, f"stale token {stale.token}: {reason}")
+            self._audit(stale.op_key, TAKE_OVER, taken.token, State.CLAIMED, to, f"stale token {stale.token}: {reason}")
         return taken if taken is not None and to is State.CLAIMED else None
 
     def _settled_after_race(self, op_key: str, payload: Payload) -> Outcome:
@@ -288,8 +289,11 @@ class Guard:
 
     def _release(self, ctx: EffectCtx, reason: str) -> bool:
         """Releases the claim to queued unless a cancel is pending (False: still ours, cancel pending)."""
-        p = self._move(ctx, "release", error=reason, retry_after_ms=retry_backoff_ms(ctx.attempt))
+        backoff_ms = retry_backoff_ms(ctx.attempt)
+        p = self._move(ctx, "release", error=reason, retry_after_ms=backoff_ms)
         if self.store.move(p):
+            self._audit(ctx.op_key, RETRY, ctx.token, State.CLAIMED, State.QUEUED, reason,
+                        attempt=ctx.attempt, retry_after_ms=backoff_ms)
             return True
         r = self._get(ctx.op_key).record
         if r.state is State.CLAIMED and r.token == ctx.token and r.cancel_requested:
@@ -300,7 +304,7 @@ class Guard:
         name = {State.HELD: "hold", State.CANCELLED: "cancel_claimed", State.FAILED: "fail"}[to]
         if not self.store.move(self._move(ctx, name, error=reason)):
             raise self._lost(ctx.token, self._get(ctx.op_key).record)
-        event = {State.HELD: "hold", State.CANCELLED: "cancelled"}.get(to, "failed")
+        event = {State.HELD: HOLD_EVENT, State.CANCELLED: CANCELLED}.get(to, FAILED)
         self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, reason)
 
     def _completion_refused(self, ctx: EffectCtx, sent: Sent, text: Optional[str], withdraw: Optional[Withdraw]) -> Outcome:
@@ -320,11 +324,11 @@ class Guard:
             except Exception as e:
                 error = str(e) or type(e).__name__
         if error is None:
-            to, event = State.CANCELLED, "compensated"
+            to, event = State.CANCELLED, COMPENSATED
             note = "cancel requested while the effect ran; withdrawn at the destination"
             outcome: Outcome = Cancelled(sent.external_ref)
         else:
-            to, event = State.COMPLETED, "withdraw_failed"
+            to, event = State.COMPLETED, WITHDRAW_FAILED
             note = (f"cancel requested while the effect ran, but the withdraw failed ({error}); "
                     "the item is live at the destination")
             outcome = WithdrawFailed(sent.external_ref, error)
@@ -398,17 +402,20 @@ class Guard:
         if self.fault_hook is not None and self.fault_hook(point) == "crash":
             raise InjectedCrash(point)
 
-    def _audit(self, op_key: str, event: str, token: int, from_state: State, to: State, detail: str) -> None:
-        """Appends an event after the write that made it; a failed append is logged, never raised."""
+    def _audit(self, op_key: str, event: str, token: int, from_state: State, to: State, detail: str,
+               attempt: Optional[int] = None, retry_after_ms: Optional[int] = None) -> None:
+        """Appends an event (one of protocol.AUDIT_EVENTS) after the write that made it; a failed
+        append is logged, never raised."""
         try:
-            self.store.audit(self.spec.job_type, op_key, event, self.owner, token, from_state, to, detail)
+            self.store.audit(self.spec.job_type, op_key, event, self.owner, token, from_state, to, detail,
+                             attempt=attempt, retry_after_ms=retry_after_ms)
         except Exception as e:
             log.warning("audit append failed; the transition itself stands job=%s key=%s event=%s: %s",
                         self.spec.job_type, op_key, event, e)
 
     def _lost(self, token: int, record: Record) -> LostClaim:
         detail = f"the row is now {record.state} with token {record.token} (owner {record.owner or '-'})"
-        self._audit(record.op_key, "lost_claim", token, State.CLAIMED, record.state, detail)
+        self._audit(record.op_key, LOST_CLAIM, token, State.CLAIMED, record.state, detail)
         return LostClaim(token, record)
 
 

@@ -55,6 +55,25 @@ OWNER_MOVES = {
 }
 
 
+# The audit events this client appends: name -> the transitions after which
+# it does (as crates/onceonly/src/audit.rs, AuditKind). tests/test_protocol.py
+# checks them against the audit_events of protocol/transitions.json. (It has
+# no relay, so never gives a claim back unstarted: no `released`; operator
+# actions are the Rust CLI's and console's.)
+TAKE_OVER, HOLD_EVENT, LOST_CLAIM, CANCELLED = "take_over", "hold", "lost_claim", "cancelled"
+COMPENSATED, WITHDRAW_FAILED, FAILED, RETRY = "compensated", "withdraw_failed", "failed", "retry"
+AUDIT_EVENTS = {
+    TAKE_OVER: ("take_over", "take_over_hold", "take_over_fail"),
+    HOLD_EVENT: ("hold",),
+    LOST_CLAIM: ("heartbeat", "complete", "release", "fail", "hold", "cancel_claimed", "complete_withdraw_failed"),
+    CANCELLED: ("cancel_claimed",),
+    COMPENSATED: ("cancel_claimed",),
+    WITHDRAW_FAILED: ("complete_withdraw_failed",),
+    FAILED: ("fail",),
+    RETRY: ("release",),
+}
+
+
 def owner_op(name: str, job_type: str, op_key: str, token: int, **fields) -> OpMove:
     """The parameters of the owner's move ``name`` of the claim with ``token``."""
     from_state, to, unless_cancel_requested = OWNER_MOVES[name]

@@ -104,7 +104,9 @@ class Claim:
 
 @dataclass(frozen=True)
 class AuditEvent:
-    """One row of the audit trail."""
+    """One row of the audit trail. ``event`` is kept as stored, so a name
+    this client does not know (written by a newer one) is read, not refused;
+    ``attempt`` and ``retry_after_ms`` are set on a release only."""
 
     id: int
     job_type: str
@@ -116,7 +118,10 @@ class AuditEvent:
     from_state: Optional[str]
     to_state: Optional[str]
     detail: Optional[str]
+    attempt: Optional[int] = None
+    retry_after_ms: Optional[int] = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "AuditEvent":
-        return cls(*(row[k] for k in ("id", "job_type", "op_key", "at", "event", "actor", "token", "from_state", "to_state", "detail")))
+        return cls(*(row.get(k) for k in ("id", "job_type", "op_key", "at", "event", "actor", "token",
+                                          "from_state", "to_state", "detail", "attempt", "retry_after_ms")))

@@ -175,6 +175,18 @@ def test_in_progress_elsewhere_retries_with_a_countdown_then_takes_over(worker):
     assert effects(d, "receipt o-2") == 1
 
 
+def test_each_retry_of_a_task_is_in_the_history(worker):
+    """Not sent twice, then sent: Celery retries the task after each backoff,
+    and the history shows both retries with their attempt and reason."""
+    app, store, d = worker
+    assert app.flaky.delay("o-9").get(timeout=30) == "sent"
+    assert [(e.event, e.attempt, e.detail, e.retry_after_ms) for e in store.history("flaky", "o-9")] == [
+        ("retry", 1, "destination down (claim 1)", 500),
+        ("retry", 2, "destination down (claim 2)", 1000),
+    ]
+    assert effects(d, "flaky o-9") == 1
+
+
 def test_held_is_not_retried_and_logged_with_job_and_key(worker):
     app, store, d = worker
     payload = Payload.of({"args": ["o-3"], "kwargs": {}})

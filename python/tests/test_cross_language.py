@@ -270,3 +270,31 @@ def test_cli_repeats_reads_a_table_python_guarded(db_url, cli):
     assert [(r["key"], r["count"]) for r in naive] == [("o-1", 3)]
     assert guarded == []
     conn.close()
+
+
+def test_a_retry_written_by_python_is_in_the_rust_history(db_url, cli):
+    """Python releases a claim twice for a retry, then completes: the Rust CLI's
+    `history` shows both retries with their attempt, reason and backoff."""
+    oo(cli, db_url, "migrate")
+    store = onceonly.connect(db_url)
+    g = Guard(store, spec(effect="keyed", max_retries=0))
+
+    def not_sent(why):
+        def perform(ctx):
+            raise onceonly.NotSent(why)
+        return perform
+
+    assert isinstance(g.run("k", P, not_sent("connection refused")), onceonly.RetryLater)
+    store.clock_offset_ms += 501
+    assert isinstance(g.run("k", P, not_sent("503 from the destination")), onceonly.RetryLater)
+    store.clock_offset_ms += 1001
+    assert isinstance(g.run("k", P, lambda ctx: onceonly.Sent("r", 1)), Done)
+    rows = json_lines(oo(cli, db_url, "history", "--job", "mail", "--key", "k", "--json").stdout)
+    assert (rows[0]["kind"], rows[0]["state"], rows[0]["attempts"]) == ("record", "completed", 3)
+    assert [(e["event"], e["actor"], e["token"], e["attempt"], e["detail"], e["retry_after_ms"])
+            for e in rows[1:]] == [
+        ("retry", g.owner, 1, 1, "connection refused", 500),
+        ("retry", g.owner, 2, 2, "503 from the destination", 1000),
+    ]
+    table = oo(cli, db_url, "history", "--job", "mail", "--key", "k").stdout
+    assert "attempt 2: 503 from the destination (due again at " in table, table

@@ -225,6 +225,43 @@ def test_not_sent_releases_the_claim_for_later(store):
     assert store.get("mail", "k").record.attempts == 2
 
 
+def test_each_release_for_a_retry_is_in_the_history(store):
+    """Fails twice (not sent, then unknown under keyed), then succeeds: two
+    `retry` events with the attempt, reason and backoff, then nothing for the
+    completion, as the Rust guard appends them."""
+    g = Guard(store, spec(effect="keyed", max_retries=0))
+    assert isinstance(g.run("k", P, Counting(NotSent("connection refused"))), RetryLater)
+    expire(store, 501)
+    assert isinstance(g.run("k", P, Counting(OutcomeUnknown("read timed out"))), RetryLater)
+    expire(store, 1001)
+    assert isinstance(g.run("k", P, Counting()), Done)
+    assert [(e.event, e.actor, e.token, e.attempt, e.detail, e.retry_after_ms, e.from_state, e.to_state)
+            for e in store.history("mail", "k")] == [
+        ("retry", g.owner, 1, 1, "connection refused", 500, "claimed", "queued"),
+        ("retry", g.owner, 2, 2, "read timed out", 1000, "claimed", "queued"),
+    ]
+
+
+def test_a_release_refused_for_a_cancel_is_not_a_retry(store):
+    """A cancel requested while the effect ran: the release is refused, the
+    claim cancelled; no `retry` is appended for a write that did not happen."""
+    g = Guard(store, spec(effect="keyed", max_retries=0))
+
+    def cancelled_meanwhile(ctx):
+        assert store.request_cancel("mail", "k", ctx.token)
+        raise NotSent("connection refused")
+
+    assert isinstance(g.run("k", P, cancelled_meanwhile), onceonly.Cancelled)
+    assert [e.event for e in store.history("mail", "k")] == ["cancelled"]
+
+
+def test_an_unknown_event_name_is_read_not_refused(store):
+    """A newer client may append an event this one does not know: history reads it as stored."""
+    store.audit("mail", "k", "a_future_event", "someone", 1, None, None, "from a newer client")
+    (e,) = store.history("mail", "k")
+    assert (e.event, e.detail, e.attempt, e.retry_after_ms) == ("a_future_event", "from a newer client", None, None)
+
+
 def test_unknown_is_retried_under_the_claim_for_keyed_then_released(store):
     effect = Counting(OutcomeUnknown("timeout"))
     out = Guard(store, spec(effect="keyed")).run("k", P, effect)

@@ -55,3 +55,23 @@ def test_owner_moves_have_the_protocol_s_states_and_fences(rule):
     p = owner_op(rule["name"], "job", "key", 7)
     assert (p.from_state.value, p.to.value, p.token) == (rule["from"], rule["to"], 7)
     assert p.unless_cancel_requested == (rule["cancel"] == "not_requested")
+
+
+AUDIT_ROWS = {e["name"]: e for e in TABLE["audit_events"]}
+
+
+def test_every_audit_event_this_client_writes_is_the_protocol_s():
+    from onceonly.protocol import AUDIT_EVENTS
+
+    for name, after in AUDIT_EVENTS.items():
+        assert name in AUDIT_ROWS, f"{name} is not an audit event of the protocol"
+        assert set(after) <= set(AUDIT_ROWS[name]["after"]), name
+
+
+def test_the_release_events_are_the_protocol_s():
+    from onceonly.protocol import RETRY
+
+    assert AUDIT_ROWS[RETRY]["after"] == ["release"] and AUDIT_ROWS[RETRY]["attempt"]
+    # Every other event of the protocol that a worker's own release writes
+    # is one this client has no path to (a relay's shutdown release).
+    assert {n for n, e in AUDIT_ROWS.items() if "release" in e["after"] and e["on"] == "moved"} == {RETRY, "released"}

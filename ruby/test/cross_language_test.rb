@@ -117,6 +117,18 @@ module CrossLanguageCases
     assert_match(/take_over\s+#{Regexp.escape(g.owner)}\s+2\s+claimed -> claimed/,
                  cli("history", "--job", "mail.keyed", "--key", "order-8"))
   end
+
+  def test_a_retry_written_by_ruby_is_in_the_cli_history
+    g = keyed_guard(lease: 10, timeout: 5, max_retries: 0)
+    out = g.run("k", PAYLOAD) { raise Onceonly::Effect::NotSent, "connection refused" }
+    assert_kind_of Onceonly::Outcome::RetryLater, out
+    store.advance_clock(501)
+    assert_equal false, g.run("k", PAYLOAD) { |ctx| post(ctx) }.repeat
+    rows = cli("history", "--job", "mail.keyed", "--key", "k", "--json").lines.map { |l| JSON.parse(l) }
+    assert_equal %w[record completed], [rows[0]["kind"], rows[0]["state"]]
+    assert_equal [["retry", g.owner, 1, 1, "connection refused", 500]],
+                 rows[1..].map { |e| e.values_at("event", "actor", "token", "attempt", "detail", "retry_after_ms") }
+  end
 end
 
 class SqliteCrossLanguageTest < Minitest::Test

@@ -232,6 +232,27 @@ module GuardCases
     assert_equal 2, row(g, "k").attempts
   end
 
+  def test_each_release_for_a_retry_is_in_the_history
+    g = guard(:keyed, max_retries: 0)
+    assert_kind_of Onceonly::Outcome::RetryLater, g.run("k", 1) { raise Onceonly::Effect::NotSent, "connection refused" }
+    store.advance_clock(501)
+    assert_kind_of Onceonly::Outcome::RetryLater, g.run("k", 1) { raise Onceonly::Effect::Unknown, "read timed out" }
+    store.advance_clock(1001)
+    assert_equal false, g.run("k", 1) { "ok" }.repeat
+    events = store.op_history(g.spec.job_type, "k").map do |e|
+      [e.event, e.actor, e.token, e.attempt, e.detail, e.retry_after_ms, e.from_state, e.to_state]
+    end
+    assert_equal [["retry", g.owner, 1, 1, "connection refused", 500, "claimed", "queued"],
+                  ["retry", g.owner, 2, 2, "read timed out", 1000, "claimed", "queued"]], events
+  end
+
+  def test_an_unknown_event_name_is_read_not_refused
+    store.op_audit(job_type: "t.keyed", op_key: "k", event: "a_future_event", actor: "someone", token: 1,
+                   detail: "from a newer client")
+    e = store.op_history("t.keyed", "k").first
+    assert_equal ["a_future_event", "from a newer client", nil, nil], [e.event, e.detail, e.attempt, e.retry_after_ms]
+  end
+
   def test_an_unknown_outcome_follows_the_kind
     assert_kind_of Onceonly::Outcome::RetryLater, guard(:keyed, max_retries: 0).run("k1", 1) { raise "reset" }
     assert_kind_of Onceonly::Outcome::Held, guard(:opaque).run("k2", 1) { raise Onceonly::Effect::Unknown, "timeout" }

@@ -53,4 +53,21 @@ class ProtocolTest < Minitest::Test
       assert_equal TO.fetch(row["move"]), Onceonly::Protocol.cancel_unsent(row["attempts"], row["looked_up"]), row.inspect
     end
   end
+
+  AUDIT_ROWS = TABLE["audit_events"].to_h { |e| [e["name"], e] }
+
+  def test_every_audit_event_this_client_writes_is_the_protocol_s
+    Onceonly::Protocol::AUDIT_EVENTS.each do |name, after|
+      assert AUDIT_ROWS.key?(name), "#{name} is not an audit event of the protocol"
+      assert_empty after - AUDIT_ROWS[name]["after"], name
+    end
+  end
+
+  def test_the_release_events_are_the_protocol_s
+    retry_row = AUDIT_ROWS.fetch(Onceonly::Protocol::RETRY)
+    assert_equal [["release"], true], [retry_row["after"], retry_row["attempt"]]
+    # The only other release event is a relay's shutdown release, which this client has no path to.
+    releases = AUDIT_ROWS.select { |_, e| e["after"].include?("release") && e["on"] == "moved" }.keys
+    assert_equal [Onceonly::Protocol::RETRY, "released"].sort, releases.sort
+  end
 end

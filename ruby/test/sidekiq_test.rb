@@ -186,6 +186,9 @@ class SidekiqTest < Minitest::Test
     r = @store.op_get("LookupMail", "l1").record
     assert_equal ["queued", 2], [r.state, r.token]
     assert_empty Effects.counts
+    # The release is in the history: the take-over's claim, attempt 2, due again after 1s.
+    events = @store.op_history("LookupMail", "l1").map { |e| [e.event, e.token, e.attempt, e.retry_after_ms] }
+    assert_equal [["take_over", 2, nil, nil], ["retry", 2, 2, 1000]], events
   end
 
   def test_a_cancel_while_a_job_without_onceonly_withdraw_ran_leaves_it_completed_and_says_so

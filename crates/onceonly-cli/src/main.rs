@@ -47,8 +47,9 @@ enum Command {
     Stuck(commands::held::Args),
     /// Resolve a held operation: completed, queued, failed or cancelled.
     Resolve(commands::resolve::Args),
-    /// Show an operation's audit trail: take-overs, holds, lost claims,
-    /// cancels, compensations, resolves, failures; oldest first.
+    /// Show an operation's audit trail: retries (attempt, reason, when due
+    /// again), take-overs, holds, lost claims, cancels, compensations,
+    /// resolves, failures; oldest first.
     History(commands::history::Args),
     /// Find past repeats in your own table (read-only): key, count, gaps, pattern.
     Repeats(commands::repeats::Args),

@@ -1,7 +1,8 @@
 //! `onceonly history` through the real binary, on SQLite and PostgreSQL: a
 //! worker dies holding a claim, another takes it over into held, a person
 //! resolves it with `onceonly resolve`, and the history shows both, in order,
-//! under the record's current state.
+//! under the record's current state; a job that fails twice then succeeds
+//! shows its two retries.
 
 mod common;
 
@@ -170,4 +171,89 @@ async fn history_shows_hold_then_resolve_on_postgres() {
         return;
     };
     hold_then_resolve(&url, store).await;
+}
+
+/// A job that fails twice (not sent), then succeeds: `history` shows both
+/// retries, each with its attempt, reason and when it was due again, in the
+/// table and in `--json`, under the completed record.
+async fn retries_then_done<S: Store + Clone>(db: &str, store: S) {
+    let job = unique_job("retries");
+    let payload = Payload::parse(r#"{"order": 7}"#).unwrap();
+    let mut spec = JobSpec::new(&job, EffectKind::Keyed);
+    spec.max_retries = 0; // one try per claim: each failure releases it
+    let worker = Guard::new(store.clone(), spec).unwrap().with_owner("w");
+    for (n, why) in [(1, "connection refused"), (2, "503 from the destination")] {
+        let effect =
+            EffectFn(move |_ctx: EffectCtx| async move { EffectOutcome::NotSent(why.into()) });
+        let outcome = worker.run("op", &payload, &effect).await.unwrap();
+        assert!(
+            matches!(outcome, Outcome::RetryLater { .. }),
+            "try {n}: {outcome:?}"
+        );
+        store
+            .clock_offset()
+            .advance(Duration::from_millis(500 * n + 1));
+    }
+    let effect = EffectFn(|_ctx: EffectCtx| async move { EffectOutcome::done_with_ref("mail-7") });
+    let outcome = worker.run("op", &payload, &effect).await.unwrap();
+    assert!(matches!(outcome, Outcome::Done { .. }), "{outcome:?}");
+
+    let out = oo(db, &["history", "--job", &job, "--key", "op"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("{job}:op is completed (token 3, attempts 3")),
+        "{stdout}"
+    );
+    let retries: Vec<&&str> = lines.iter().filter(|l| l.contains(" retry ")).collect();
+    assert_eq!(retries.len(), 2, "{stdout}");
+    for (line, want) in retries.iter().zip([
+        "attempt 1: connection refused (due again at ",
+        "attempt 2: 503 from the destination (due again at ",
+    ]) {
+        assert!(line.contains(want), "{want}: {stdout}");
+        assert!(line.contains("claimed -> queued"), "{stdout}");
+    }
+    assert!(stdout.contains("2 events"), "{stdout}");
+
+    let out = oo(db, &["history", "--job", &job, "--key", "op", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let events: Vec<(&str, i64, i64, &str, i64)> = rows[1..]
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap(),
+                e["token"].as_i64().unwrap(),
+                e["attempt"].as_i64().unwrap(),
+                e["detail"].as_str().unwrap(),
+                e["retry_after_ms"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("retry", 1, 1, "connection refused", 500),
+            ("retry", 2, 2, "503 from the destination", 1000),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_shows_retries_on_sqlite() {
+    let (db, store) = migrated_sqlite().await;
+    retries_then_done(&db, store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_shows_retries_on_postgres() {
+    let Some((url, store)) = migrated_postgres("history_shows_retries_on_postgres").await else {
+        return;
+    };
+    retries_then_done(&url, store).await;
 }

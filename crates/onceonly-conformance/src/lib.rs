@@ -129,6 +129,8 @@ macro_rules! conformance_tests {
             relay_applies_its_retention,
             // audit trail
             happy_path_writes_no_audit,
+            retries_are_audited,
+            relay_retries_and_shutdown_are_audited,
             take_over_is_audited_by_policy,
             permanent_failure_and_hold_are_audited,
             lost_claim_is_audited,

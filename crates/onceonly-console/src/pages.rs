@@ -91,6 +91,7 @@ pub(crate) async fn overview<S: OperatorStore>(State(app): State<Shared<S>>, op:
         rate("cancelled", finished(OpState::Cancelled)),
     ];
     for (name, kind) in [
+        ("retries", AuditKind::Retry),
         ("take-overs", AuditKind::TakeOver),
         ("holds", AuditKind::Hold),
         ("lost claims", AuditKind::LostClaim),
@@ -336,7 +337,7 @@ pub(crate) async fn operation<S: OperatorStore>(
                 e.from_state.map_or("-", OpState::as_str),
                 e.to_state.map_or("-", OpState::as_str)
             ),
-            detail: e.detail.clone().unwrap_or_default(),
+            detail: e.described(),
         })
         .collect();
     let text = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());

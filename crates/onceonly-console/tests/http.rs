@@ -8,7 +8,10 @@ use std::net::SocketAddr;
 
 use common::*;
 use onceonly::operator::OperatorStore;
-use onceonly::{ops, AuditKind, Payload, State};
+use onceonly::{
+    ops, AuditKind, EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome,
+    Payload, State,
+};
 use onceonly_console::{check_listen, Options};
 
 const TOKEN: &str = "s3cret-console-token";
@@ -567,7 +570,45 @@ async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>
     assert_eq!(now.state, State::Cancelled);
 }
 
+/// A guarded job released for a retry: the operation page's history shows
+/// the retry with its attempt, reason and when it is due again, and the
+/// overview counts it.
+async fn retries_on_the_page<S: OperatorStore + Clone>(url: &str, store: S) {
+    let job = "send_invoice";
+    let mut spec = JobSpec::new(job, EffectKind::Keyed);
+    spec.max_retries = 0;
+    let worker = Guard::new(store.clone(), spec)
+        .unwrap()
+        .with_owner("worker-1");
+    let refused =
+        EffectFn(|_ctx: EffectCtx| async { EffectOutcome::NotSent("connection refused".into()) });
+    let payload = Payload::parse(r#"{"invoice": 3}"#).unwrap();
+    let outcome = worker.run("inv-3", &payload, &refused).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+
+    let base = serve(store, options(url)).await;
+    let c = logged_in(&base, "alice", Some(TOKEN)).await;
+    let (status, page) = get(&c, &format!("{base}{}", op_path(job, "inv-3"))).await;
+    assert_eq!(status, 200, "{page}");
+    let history = &page[page.find("id=\"history\"").expect("the history section")..];
+    let history = &history[..history.find("</table>").unwrap()];
+    for want in [
+        "<td>retry</td>",
+        "worker-1",
+        "claimed → queued",
+        "attempt 1: connection refused (due again at ",
+    ] {
+        assert!(history.contains(want), "{want}: {history}");
+    }
+    let (_, overview) = get(&c, &format!("{base}/")).await;
+    assert!(
+        overview.contains("<td>retries</td><td>1</td>"),
+        "{overview}"
+    );
+}
+
 async fn all<S: OperatorStore + Clone>(url: &str, store: S) {
+    retries_on_the_page(url, store.clone()).await;
     stuck_lists_page_and_filter(url, store.clone()).await;
     cancel_withdraws_a_completed_operation(url, store.clone()).await;
     cancel_after_a_claim_looks_at_the_destination(url, store.clone()).await;

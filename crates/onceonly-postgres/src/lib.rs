@@ -89,6 +89,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator",
         sql: include_str!("../migrations/0004_operator.sql"),
     },
+    Migration {
+        version: 5,
+        name: "audit_release",
+        sql: include_str!("../migrations/0005_audit_release.sql"),
+    },
 ];
 
 /// The schema used when none is given.

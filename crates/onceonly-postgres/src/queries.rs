@@ -430,6 +430,8 @@ impl Queries {
             .bind(p.from.map(|s| s.as_str()))
             .bind(p.to.map(|s| s.as_str()))
             .bind(p.detail)
+            .bind(p.attempt)
+            .bind(p.retry_after.map(millis))
             .execute(ex)
             .await?;
         Ok(done.rows_affected())

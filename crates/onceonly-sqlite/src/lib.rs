@@ -168,6 +168,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator",
         sql: include_str!("../migrations/0005_operator.sql"),
     },
+    Migration {
+        version: 6,
+        name: "audit_release",
+        sql: include_str!("../migrations/0006_audit_release.sql"),
+    },
 ];
 
 /// A [`Store`] on one SQLite file.

@@ -251,6 +251,8 @@ pub(crate) fn audit(offset: i64, p: &OpAudit<'_>) -> Query {
             opt_text(p.from.map(|s| s.as_str())),
             opt_text(p.to.map(|s| s.as_str())),
             opt_text(p.detail),
+            p.attempt.map_or(Value::Null, int),
+            p.retry_after.map_or(Value::Null, ms),
         ],
     }
 }

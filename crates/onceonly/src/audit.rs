@@ -1,10 +1,11 @@
 //! The audit trail: one appended row per exceptional transition (take-over,
-//! hold, lost claim, cancel, compensation, resolve, permanent failure), with
+//! hold, lost claim, cancel, compensation, resolve, permanent failure) and
+//! per release of a claim (a retry, or a claim given back unstarted), with
 //! who did it, under which token, and when by the database's clock.
 //!
 //! A row is written only after the fenced write that decided the transition
 //! succeeded; it records what happened and never decides anything. The happy
-//! path (claim, complete, release for a retry) writes none.
+//! path (claim, complete) writes none.
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use tracing::warn;
 
 use crate::error::Error;
+use crate::protocol::{Move, Settle, Transition};
 use crate::record::{DbTime, State};
 use crate::store::{OpAudit, Store};
 
@@ -41,11 +43,18 @@ pub enum AuditKind {
     Resolved,
     /// The operation failed for good.
     Failed,
+    /// The owner's try did not do the effect (not sent, or an outcome safe
+    /// to redo): the claim was released to queued, due again after a
+    /// backoff. Carries the attempt and the backoff.
+    Retry,
+    /// A claim was given back before its effect started (a relay stopping):
+    /// released to queued, due at once. No try failed.
+    Released,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 9] = [
+    pub const ALL: [AuditKind; 11] = [
         AuditKind::TakeOver,
         AuditKind::Hold,
         AuditKind::LostClaim,
@@ -55,6 +64,8 @@ impl AuditKind {
         AuditKind::WithdrawFailed,
         AuditKind::Resolved,
         AuditKind::Failed,
+        AuditKind::Retry,
+        AuditKind::Released,
     ];
 
     /// The name stored in the database.
@@ -69,7 +80,62 @@ impl AuditKind {
             AuditKind::WithdrawFailed => "withdraw_failed",
             AuditKind::Resolved => "resolved",
             AuditKind::Failed => "failed",
+            AuditKind::Retry => "retry",
+            AuditKind::Released => "released",
         }
+    }
+
+    /// The transitions after which the event is appended: after one of them
+    /// succeeded, or, for [`AuditKind::LostClaim`], after one of them
+    /// changed nothing because the claim was gone.
+    pub fn after(self) -> &'static [Transition] {
+        use Move::*;
+        match self {
+            AuditKind::TakeOver => &[
+                Transition::TakeOver(Settle::Redo),
+                Transition::TakeOver(Settle::Hold),
+                Transition::TakeOver(Settle::Fail),
+            ],
+            AuditKind::Hold => &[Transition::Move(Hold)],
+            AuditKind::LostClaim => &[
+                Transition::Heartbeat,
+                Transition::Move(Complete),
+                Transition::Move(Release),
+                Transition::Move(Fail),
+                Transition::Move(Hold),
+                Transition::Move(CancelClaimed),
+                Transition::Move(CompleteWithdrawFailed),
+            ],
+            AuditKind::CancelRequested => &[Transition::RequestCancel],
+            AuditKind::Cancelled => &[
+                Transition::Move(CancelClaimed),
+                Transition::Move(CancelQueued),
+                Transition::Move(CancelFailed),
+                Transition::Move(CancelCompleted),
+            ],
+            AuditKind::Compensated => &[Transition::Move(CancelClaimed)],
+            AuditKind::WithdrawFailed => &[Transition::Move(CompleteWithdrawFailed)],
+            AuditKind::Resolved => &[
+                Transition::Move(ResolveCompleted),
+                Transition::Move(ResolveQueued),
+                Transition::Move(ResolveFailed),
+                Transition::Move(ResolveCancelled),
+            ],
+            AuditKind::Failed => &[Transition::Move(Fail)],
+            AuditKind::Retry | AuditKind::Released => &[Transition::Move(Release)],
+        }
+    }
+
+    /// Whether the event follows a write that changed nothing (the claim was
+    /// gone) rather than one that succeeded.
+    pub fn on_refusal(self) -> bool {
+        self == AuditKind::LostClaim
+    }
+
+    /// Whether the event carries the claim's attempt and, for a retry, the
+    /// backoff (`attempt`, `retry_after_ms`).
+    pub fn carries_attempt(self) -> bool {
+        matches!(self, AuditKind::Retry | AuditKind::Released)
     }
 }
 
@@ -114,6 +180,33 @@ pub struct AuditEvent {
     pub to_state: Option<State>,
     /// Why, in words.
     pub detail: Option<String>,
+    /// For a release ([`AuditKind::Retry`], [`AuditKind::Released`]): the
+    /// claim's attempt number (its `attempts` when it was taken).
+    pub attempt: Option<i64>,
+    /// For a release: how long after `at` the operation is due again, in ms.
+    pub retry_after_ms: Option<i64>,
+}
+
+impl AuditEvent {
+    /// For a release: when the operation is due again, by the database's
+    /// clock: `at` plus the backoff (the release itself ran a moment before
+    /// `at`, so the row is due by then).
+    pub fn due_again(&self) -> Option<DbTime> {
+        self.retry_after_ms.map(|ms| DbTime(self.at.0 + ms))
+    }
+
+    /// The detail in words, and for a release which attempt it ended and
+    /// when the operation is due again, as `history` and the console show it.
+    pub fn described(&self) -> String {
+        let words = self.detail.as_deref().unwrap_or("");
+        match (self.attempt, self.due_again()) {
+            (Some(attempt), Some(due)) => {
+                format!("attempt {attempt}: {words} (due again at {due})")
+            }
+            (Some(attempt), None) => format!("attempt {attempt}: {words}"),
+            _ => words.to_owned(),
+        }
+    }
 }
 
 /// Appends an event; a failed append is logged and otherwise ignored, so it

@@ -105,5 +105,7 @@ pub fn audit_event<C: Columns>(row: &C) -> Result<AuditEvent, C::Error> {
         from_state: state(row, "from_state")?,
         to_state: state(row, "to_state")?,
         detail: row.opt_text("detail")?,
+        attempt: row.opt_int("attempt")?,
+        retry_after_ms: row.opt_int("retry_after_ms")?,
     })
 }

@@ -374,6 +374,8 @@ async fn audit<S: Store>(
         from: Some(from),
         to: Some(to),
         detail: Some(detail),
+        attempt: None,
+        retry_after: None,
     };
     append(store, &p).await;
 }

@@ -280,6 +280,10 @@ pub struct OpAudit<'a> {
     pub to: Option<State>,
     /// Why, in words.
     pub detail: Option<&'a str>,
+    /// For a release: the claim's attempt number.
+    pub attempt: Option<i64>,
+    /// For a release: how long until the operation is due again.
+    pub retry_after: Option<Duration>,
 }
 
 /// A database that holds operation records.

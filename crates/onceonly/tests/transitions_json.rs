@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use onceonly::protocol::{cancel_unsent, policy_table, table, unclaimed_may_have_acted};
-use onceonly::State;
+use onceonly::{AuditKind, State};
 use serde_json::{json, Value};
 
 fn generated() -> Value {
@@ -30,6 +30,17 @@ fn generated() -> Value {
             })
         })
         .collect();
+    let audit_events: Vec<Value> = AuditKind::ALL
+        .into_iter()
+        .map(|kind| {
+            json!({
+                "name": kind.as_str(),
+                "after": kind.after().iter().map(|t| t.name()).collect::<Vec<_>>(),
+                "on": if kind.on_refusal() { "refused" } else { "moved" },
+                "attempt": kind.carries_attempt(),
+            })
+        })
+        .collect();
     json!({
         "about": "The onceonly protocol's transitions, generated from crates/onceonly/src/protocol (see protocol/README.md). Do not edit: run ONCEONLY_BLESS=1 cargo test -p onceonly --test transitions_json.",
         "states": State::ALL,
@@ -37,6 +48,7 @@ fn generated() -> Value {
         "policy": policy_table(),
         "cancel_unsent": cancel_unsent,
         "operator_cancel_of_queued_or_failed": operator_cancel,
+        "audit_events": audit_events,
     })
 }
 

@@ -140,8 +140,11 @@ class Store:
         return affected == 1
 
     def audit(self, job: str, key: str, event: str, actor: str, token: int,
-              from_state: Optional[State], to: Optional[State], detail: Optional[str]) -> None:
-        args = params.audit(self.clock_offset_ms, job, key, event, actor, token, from_state, to, detail)
+              from_state: Optional[State], to: Optional[State], detail: Optional[str],
+              attempt: Optional[int] = None, retry_after_ms: Optional[int] = None) -> None:
+        """Appends one event; ``attempt`` and ``retry_after_ms`` only on a release."""
+        args = params.audit(self.clock_offset_ms, job, key, event, actor, token, from_state, to, detail,
+                            attempt, retry_after_ms)
         affected, _ = self._own("audit", args)
         if affected != 1:
             raise DatabaseError(f"audit append for {job}:{key} inserted {affected} rows")

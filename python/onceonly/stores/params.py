@@ -58,9 +58,11 @@ def enqueue(offset: int, job: str, key: str, fingerprint: str, payload: Optional
 
 
 def audit(offset: int, job: str, key: str, event: str, actor: str, token: int,
-          from_state: Optional[State], to: Optional[State], detail: Optional[str]) -> Tuple:
+          from_state: Optional[State], to: Optional[State], detail: Optional[str],
+          attempt: Optional[int] = None, retry_after_ms: Optional[int] = None) -> Tuple:
     return (offset, job, key, event, actor, token,
-            from_state.value if from_state else None, to.value if to else None, detail)
+            from_state.value if from_state else None, to.value if to else None, detail,
+            attempt, retry_after_ms)
 
 
 def history(job: str, key: str) -> Tuple:

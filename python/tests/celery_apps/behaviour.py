@@ -46,3 +46,12 @@ def die_once(ctx, order_id):
         os.kill(os.getpid(), signal.SIGKILL)
     effect_made(f"die_once {order_id}")
     return "done"
+
+
+@guarded_task(app, db=DB, job="flaky", key="order_id", effect="keyed", lease="2s", timeout="1s", max_retries=0)
+def flaky(ctx, order_id):
+    """Not sent on its first two claims, sent on the third."""
+    if ctx.attempt < 3:
+        raise onceonly.NotSent(f"destination down (claim {ctx.attempt})")
+    effect_made(f"flaky {order_id}")
+    return "sent"

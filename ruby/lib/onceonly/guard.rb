@@ -136,7 +136,7 @@ module Onceonly
       Onceonly.logger.info("onceonly: stale claim #{stale.job_type}:#{stale.op_key} token #{stale.token} -> #{to} " \
                            "(#{taken ? 'won' : 'lost the race'})")
       if taken
-        audit(stale.op_key, "take_over", taken.token, "claimed", to, "stale token #{stale.token}: #{reason}")
+        audit(stale.op_key, Protocol::TAKE_OVER, taken.token, "claimed", to, "stale token #{stale.token}: #{reason}")
       end
       to == "claimed" ? taken : nil
     end
@@ -153,11 +153,13 @@ module Onceonly
                               lease_ms: spec.lease_ms, owner: r.owner)
     end
 
-    # Appends an event under this guard's owner, after the write that made it;
-    # a failed append is logged, never turned into an error.
-    def audit(op_key, event, token, from, to, detail)
+    # Appends an event (one of Protocol::AUDIT_EVENTS) under this guard's
+    # owner, after the write that made it; a failed append is logged, never
+    # turned into an error. `attempt` and `retry_after_ms`: a release's only.
+    def audit(op_key, event, token, from, to, detail, attempt: nil, retry_after_ms: nil)
       store.op_audit(job_type: spec.job_type, op_key: op_key, event: event, actor: owner,
-                     token: token, from: from, to: to, detail: detail)
+                     token: token, from: from, to: to, detail: detail,
+                     attempt: attempt, retry_after_ms: retry_after_ms)
     rescue Error => e
       Onceonly.logger.warn("onceonly: audit append failed (#{spec.job_type}:#{op_key} #{event}): #{e.message}; " \
                            "the transition itself stands")
@@ -175,7 +177,7 @@ module Onceonly
     # LostClaim for `token`, with the row as it now stands; appended to the trail.
     def lost(token, record)
       detail = "the row is now #{record.state} with token #{record.token} (owner #{record.owner || '-'})"
-      audit(record.op_key, "lost_claim", token, "claimed", record.state, detail)
+      audit(record.op_key, Protocol::LOST_CLAIM, token, "claimed", record.state, detail)
       LostClaim.new(token: token, record: record)
     end
 

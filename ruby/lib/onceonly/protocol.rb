@@ -17,6 +17,30 @@ module Onceonly
       "complete_withdraw_failed" => ["claimed", "completed", false]
     }.freeze
 
+    # The audit events this client appends, as crates/onceonly/src/audit.rs
+    # (AuditKind) names them: name => the transitions after which it does.
+    # test/protocol_test.rb checks them against the audit_events of
+    # protocol/transitions.json. (No relay here, so never `released`;
+    # operator actions are the Rust CLI's and console's.)
+    TAKE_OVER = "take_over"
+    HOLD = "hold"
+    LOST_CLAIM = "lost_claim"
+    CANCELLED = "cancelled"
+    COMPENSATED = "compensated"
+    WITHDRAW_FAILED = "withdraw_failed"
+    FAILED = "failed"
+    RETRY = "retry"
+    AUDIT_EVENTS = {
+      TAKE_OVER => %w[take_over take_over_hold take_over_fail],
+      HOLD => %w[hold],
+      LOST_CLAIM => %w[heartbeat complete release fail hold cancel_claimed complete_withdraw_failed],
+      CANCELLED => %w[cancel_claimed],
+      COMPENSATED => %w[cancel_claimed],
+      WITHDRAW_FAILED => %w[complete_withdraw_failed],
+      FAILED => %w[fail],
+      RETRY => %w[release]
+    }.freeze
+
     module_function
 
     # The op_move arguments of the owner's move `name` of the claim with `token`.

@@ -44,9 +44,12 @@ module Onceonly
     end
   end
 
-  # One audit trail row.
+  # One audit trail row. `event` is kept as stored, so a name this client does
+  # not know (written by a newer one) is read, not refused; `attempt` and
+  # `retry_after_ms` are set on a release only.
   AuditEvent = Struct.new(:id, :job_type, :op_key, :at, :event, :actor, :token,
-                          :from_state, :to_state, :detail, keyword_init: true) do
+                          :from_state, :to_state, :detail, :attempt, :retry_after_ms,
+                          keyword_init: true) do
     def self.from_row(row)
       new(**members.to_h { |m| [m, row[m.to_s]] })
     end

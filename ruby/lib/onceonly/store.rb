@@ -13,7 +13,7 @@ module Onceonly
   # they run on the store's own pool.
   class Store
     INT_COLUMNS = %w[token attempts due_at claimed_at lease_until created_at updated_at
-                     completed_at now id at version].freeze
+                     completed_at now id at version attempt retry_after_ms].freeze
 
     attr_reader :url
 
@@ -103,9 +103,13 @@ module Onceonly
       end
     end
 
-    # Appends one event to the audit trail, timed by the database's clock.
-    def op_audit(job_type:, op_key:, event:, actor:, token:, from: nil, to: nil, detail: nil)
-      with_conn(nil) { |c| exec(c, :audit, [job_type, op_key, event, actor, token, from, to, detail]) }
+    # Appends one event to the audit trail, timed by the database's clock;
+    # `attempt` and `retry_after_ms` only on a release.
+    def op_audit(job_type:, op_key:, event:, actor:, token:, from: nil, to: nil, detail: nil,
+                 attempt: nil, retry_after_ms: nil)
+      with_conn(nil) do |c|
+        exec(c, :audit, [job_type, op_key, event, actor, token, from, to, detail, attempt, retry_after_ms])
+      end
     end
 
     # The audit trail of one operation, oldest first (AuditEvent).

@@ -1,6 +1,7 @@
 //! `onceonly history`: why and when an operation's exceptional transitions
 //! happened (take-overs, holds, lost claims, cancels, compensations,
-//! resolves, permanent failures), oldest first, under its current state.
+//! resolves, permanent failures) and each retry, oldest first, under its
+//! current state.
 
 use std::process::ExitCode;
 
@@ -79,7 +80,9 @@ fn state(s: Option<State>) -> &'static str {
 
 fn print_events(events: &[AuditEvent]) {
     if events.is_empty() {
-        println!("no exceptional transitions (claims and completions are not recorded here)");
+        println!(
+            "no retries or exceptional transitions (claims and completions are not recorded here)"
+        );
         return;
     }
     println!(
@@ -94,7 +97,7 @@ fn print_events(events: &[AuditEvent]) {
             e.actor,
             e.token,
             format!("{} -> {}", state(e.from_state), state(e.to_state)),
-            e.detail.as_deref().unwrap_or("")
+            e.described()
         );
     }
     println!("{} events", events.len());

@@ -1,6 +1,7 @@
-//! The audit trail: every exceptional transition appends exactly one event
-//! with its actor, token and states, oldest first; the happy path appends
-//! none, and a refused write appends none.
+//! The audit trail: every exceptional transition and every release of a
+//! claim appends exactly one event with its actor, token and states, oldest
+//! first; the happy path (claim, completion) appends none, and a refused
+//! write appends none.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use onceonly::{
 };
 
 use super::support::{
-    crash_at, guard, is_first_done, job_for, order, LEASE, PAST_LEASE, REMOTE_KINDS,
+    crash_at, guard, is_first_done, job_for, order, record, LEASE, PAST_LEASE, REMOTE_KINDS,
+    RETRY_BACKOFF,
 };
 use crate::effects::CountingEffect;
 use crate::StoreFactory;
@@ -49,8 +51,8 @@ fn ev(kind: AuditKind, actor: &str, token: i64, from: State, to: State) -> Seen 
     (kind, actor.to_owned(), token, Some(from), Some(to))
 }
 
-/// A claim, a completion, a repeat, a release for a retry, a relay's batch
-/// claim and completion: none of them writes to the audit trail.
+/// A claim, a completion, a repeat, a relay's batch claim and completion:
+/// none of them writes to the audit trail.
 pub async fn happy_path_writes_no_audit<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;
     let dest = CountingEffect::keyed();
@@ -64,15 +66,6 @@ pub async fn happy_path_writes_no_audit<F: StoreFactory>(factory: &F) {
         [],
         "claim and completion"
     );
-
-    let retries = worker.spec().max_retries as usize;
-    dest.script(vec![
-        EffectOutcome::NotSent("connection refused".into());
-        retries + 1
-    ]);
-    let outcome = worker.run("retry", &order(2), &dest).await.unwrap();
-    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
-    assert_eq!(history(&store, "send", "retry").await, [], "a release");
 
     ops::enqueue(&store, "send", "queued", &order(3), None)
         .await
@@ -97,6 +90,188 @@ pub async fn happy_path_writes_no_audit<F: StoreFactory>(factory: &F) {
         [],
         "enqueue and relay"
     );
+}
+
+/// The release of a claim for another try, as `(event, attempt, detail,
+/// retry after ms)`.
+type Release = (AuditKind, Option<i64>, Option<String>, Option<i64>);
+
+fn releases(events: &[AuditEvent]) -> Vec<Release> {
+    events
+        .iter()
+        .map(|e| (e.event, e.attempt, e.detail.clone(), e.retry_after_ms))
+        .collect()
+}
+
+fn retry(attempt: i64, reason: &str, after_ms: i64) -> Release {
+    let reason = Some(reason.to_owned());
+    (AuditKind::Retry, Some(attempt), reason, Some(after_ms))
+}
+
+/// Every claim released for another try appends one `retry` with the
+/// attempt it ended, the reason and the backoff, claimed to queued under the
+/// claim's token, whether the guard claimed it or a relay's batch did; the
+/// completion after them appends nothing.
+pub async fn retries_are_audited<F: StoreFactory>(factory: &F) {
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let worker = guard(&store, "send", EffectKind::Keyed).with_owner("w");
+    let tries = worker.spec().max_retries as usize + 1;
+    let not_sent = |why: &str| vec![EffectOutcome::NotSent(why.into()); tries];
+    dest.script(
+        [
+            not_sent("connection refused"),
+            not_sent("503 from the destination"),
+        ]
+        .concat(),
+    );
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    store.clock_offset().advance(RETRY_BACKOFF);
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    store.clock_offset().advance(RETRY_BACKOFF * 2);
+    let outcome = worker.run("op", &order(1), &dest).await.unwrap();
+    assert!(is_first_done(&outcome), "{outcome:?}");
+    let events = history(&store, "send", "op").await;
+    assert_eq!(
+        releases(&events),
+        [
+            retry(1, "connection refused", 500),
+            retry(2, "503 from the destination", 1000)
+        ],
+        "two retries, then the completion, which writes nothing"
+    );
+    let claimed_queued = (Some(State::Claimed), Some(State::Queued));
+    for (e, token) in events.iter().zip([1, 2]) {
+        assert_eq!((e.actor.as_str(), e.token), ("w", token), "{e:?}");
+        assert_eq!((e.from_state, e.to_state), claimed_queued, "{e:?}");
+    }
+
+    // The relay's path: a batch claim, the effect under it, the release.
+    ops::enqueue(&store, "send", "queued", &order(2), None)
+        .await
+        .unwrap();
+    dest.script(not_sent("timed out connecting"));
+    let (record, claim) = claim_one(&store, "queued").await;
+    let outcome = worker.run_claimed(&record, &claim, &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    let events = history(&store, "send", "queued").await;
+    assert_eq!(releases(&events), [retry(1, "timed out connecting", 500)]);
+
+    // A claim given back unstarted (a relay stopping) is no failed try: its
+    // own event, due at once.
+    store.clock_offset().advance(RETRY_BACKOFF);
+    let (record, claim) = claim_one(&store, "queued").await;
+    let stopping = "released unstarted at relay shutdown";
+    let outcome = worker
+        .release_unstarted(&record, &claim, stopping)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    let events = history(&store, "send", "queued").await;
+    let released = (AuditKind::Released, Some(2), Some(stopping.into()), Some(0));
+    assert_eq!(
+        releases(&events),
+        [retry(1, "timed out connecting", 500), released]
+    );
+    assert_eq!(
+        dest.calls("queued"),
+        tries as u32,
+        "the unstarted claim never acted"
+    );
+}
+
+/// A running relay: a try not sent appends a `retry` (then the next claim
+/// completes, appending nothing); a claim it gives back unstarted as it
+/// stops appends a `released`, due at once.
+pub async fn relay_retries_and_shutdown_are_audited<F: StoreFactory>(factory: &F) {
+    use onceonly::relay::{Relay, RelayConfig};
+
+    let store = factory.fresh().await;
+    let dest = CountingEffect::keyed();
+    let worker = guard(&store, "send", EffectKind::Keyed).with_owner("relay");
+    let tries = worker.spec().max_retries as usize + 1;
+    dest.script(vec![
+        EffectOutcome::NotSent("connection refused".into());
+        tries
+    ]);
+    ops::enqueue(&store, "send", "op", &order(1), None)
+        .await
+        .unwrap();
+    let config = RelayConfig {
+        workers: 1,
+        poll: std::time::Duration::from_millis(20),
+        drain: true,
+        ..RelayConfig::default()
+    };
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    // Drains once the retry (due after its 500ms backoff) is done.
+    Relay::new(&worker, &dest, config.clone())
+        .run(stop)
+        .await
+        .unwrap();
+    assert_eq!(record(&store, "send", "op").await.state, State::Completed);
+    let events = history(&store, "send", "op").await;
+    assert_eq!(releases(&events), [retry(1, "connection refused", 500)]);
+    assert_eq!(events[0].actor, "relay");
+
+    // Stopped right after a batch claim: the claim goes back unstarted.
+    ops::enqueue(&store, "send", "unstarted", &order(2), None)
+        .await
+        .unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let relay_store = super::intercept::Intercept {
+        inner: store.clone(),
+        after_claim_batch: Arc::new(move |_claimed| {
+            let stop_tx = stop_tx.clone();
+            Box::pin(async move {
+                stop_tx.send_replace(true);
+            }) as futures::future::BoxFuture<'static, ()>
+        }),
+        fail_heartbeats: false,
+    };
+    let stopping = guard(&relay_store, "send", EffectKind::Keyed).with_owner("relay");
+    let config = RelayConfig {
+        drain: false,
+        ..config
+    };
+    Relay::new(&stopping, &dest, config)
+        .run(stop)
+        .await
+        .unwrap();
+    assert_eq!(
+        dest.calls("unstarted"),
+        0,
+        "the relay stopped before acting"
+    );
+    let events = history(&store, "send", "unstarted").await;
+    let reason = "released unstarted at relay shutdown";
+    assert_eq!(
+        releases(&events),
+        [(AuditKind::Released, Some(1), Some(reason.into()), Some(0))]
+    );
+}
+
+/// The relay's batch claim of one due operation, `op_key`.
+async fn claim_one<S: Store>(
+    store: &S,
+    op_key: &str,
+) -> (onceonly::Record, onceonly::store::Claim) {
+    let batch = store
+        .op_claim_batch(&OpClaimBatch {
+            job_type: "send",
+            owner: "relay",
+            lease: LEASE,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    batch
+        .into_iter()
+        .find(|(r, _)| r.op_key == op_key)
+        .expect("the due operation is claimed")
 }
 
 /// A take-over past the lease appends one `take_over` under the new token,

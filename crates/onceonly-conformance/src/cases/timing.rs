@@ -38,6 +38,15 @@ fn gated(dest: &CountingEffect) -> (CountingEffect, Arc<Notify>, watch::Sender<b
     (effect, started, open)
 }
 
+/// Records when it is dropped.
+struct StoppedAt(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Drop for StoppedAt {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(Instant::now());
+    }
+}
+
 /// Waits (polling, at most 10s) until the claim's lease is live on the
 /// database's clock: a heartbeat renewed it.
 async fn renewed<S: Store>(store: &S, job: &str) {
@@ -194,13 +203,27 @@ pub async fn unrenewed_lease_stops_the_effect<F: StoreFactory>(factory: &F) {
     let cut_off = super::intercept::Intercept::failing_heartbeats(store.clone());
     let worker = Guard::new(cut_off, spec).unwrap();
     let dest = CountingEffect::keyed();
-    let (never, _started, _open) = gated(&dest);
+    // When the guard dropped the effect: the moment it was stopped. (What
+    // follows, the release and its audit row, needs no live lease: the
+    // release is fenced on the token.)
+    let stopped_at = Arc::new(std::sync::Mutex::new(None));
+    let never = dest.clone().with_hook({
+        let stopped_at = stopped_at.clone();
+        move |_| {
+            let on_drop = StoppedAt(stopped_at.clone());
+            async move {
+                let _on_drop = on_drop;
+                std::future::pending::<()>().await;
+            }
+        }
+    });
     let started = Instant::now();
     let outcome = worker.run("op", &order(1), &never).await.unwrap();
+    let stopped = stopped_at.lock().unwrap().expect("the effect was dropped");
     assert!(
-        started.elapsed() < lease,
+        stopped - started < lease,
         "stopped within the lease it could not renew ({:?})",
-        started.elapsed()
+        stopped - started
     );
     match outcome {
         Outcome::RetryLater { reason } => assert!(reason.contains("lease"), "{reason}"),

@@ -177,6 +177,8 @@ pub async fn held_with<S: Store>(store: &S, job: &str, key: &str, payload: &Payl
             from: Some(State::Claimed),
             to: Some(State::Held),
             detail: Some("lease over, outcome unknown: held for a person"),
+            attempt: None,
+            retry_after: None,
         })
         .await
         .unwrap();

@@ -292,6 +292,7 @@ impl<S: Store> Guard<S> {
             .with_error(reason);
         p.retry_after = backoff;
         if self.store.op_move(&p).await? {
+            self.audit_release(ctx, reason, backoff).await;
             return Ok(true);
         }
         let snap = self.get(&ctx.op_key).await?;
@@ -301,6 +302,29 @@ impl<S: Store> Guard<S> {
         } else {
             Err(self.lost(ctx.token, r).await)
         }
+    }
+
+    /// Appends the release just made: a [`AuditKind::Retry`] when a try
+    /// failed (it has a backoff), a [`AuditKind::Released`] when the claim
+    /// was given back unstarted (due at once), each with the attempt.
+    async fn audit_release(&self, ctx: &EffectCtx, reason: &str, backoff: Option<Duration>) {
+        let event = match backoff {
+            Some(_) => AuditKind::Retry,
+            None => AuditKind::Released,
+        };
+        let p = OpAudit {
+            job_type: &ctx.job_type,
+            op_key: &ctx.op_key,
+            event,
+            actor: &self.owner,
+            token: ctx.token,
+            from: Some(State::Claimed),
+            to: Some(State::Queued),
+            detail: Some(reason),
+            attempt: Some(ctx.attempt),
+            retry_after: Some(backoff.unwrap_or_default()),
+        };
+        append(&self.store, &p).await;
     }
 
     /// Takes the owner's move `to` (fail, hold or cancel), or reports the

@@ -380,6 +380,8 @@ impl<S: Store> Guard<S> {
             from: Some(from),
             to: Some(to),
             detail: Some(detail),
+            attempt: None,
+            retry_after: None,
         };
         append(&self.store, &p).await;
     }

@@ -221,7 +221,12 @@ module Onceonly
     # true: released. false: a cancel is pending and the claim is still ours.
     # Raises LostClaim when the claim is gone.
     def release(ctx, reason)
-      return true if move(ctx, "release", error: reason, retry_after_ms: self.class.retry_backoff_ms(ctx.attempt))
+      backoff_ms = self.class.retry_backoff_ms(ctx.attempt)
+      if move(ctx, "release", error: reason, retry_after_ms: backoff_ms)
+        audit(ctx.op_key, Protocol::RETRY, ctx.token, "claimed", "queued", reason,
+              attempt: ctx.attempt, retry_after_ms: backoff_ms)
+        return true
+      end
 
       r = get(ctx.op_key).record
       return false if r.state == "claimed" && r.token == ctx.token && r.cancel_requested
@@ -234,7 +239,7 @@ module Onceonly
       name = { "held" => "hold", "cancelled" => "cancel_claimed", "failed" => "fail" }.fetch(to)
       raise lost_claim(ctx.op_key, ctx.token) unless move(ctx, name, error: reason)
 
-      event = { "held" => "hold", "cancelled" => "cancelled" }.fetch(to, "failed")
+      event = { "held" => Protocol::HOLD, "cancelled" => Protocol::CANCELLED }.fetch(to, Protocol::FAILED)
       audit(ctx.op_key, event, ctx.token, "claimed", to, reason)
     end
 
@@ -253,13 +258,13 @@ module Onceonly
       if withdraw_error.nil?
         to = "cancelled"
         note = "cancel requested while the effect ran; withdrawn at the destination"
-        event = "compensated"
+        event = Protocol::COMPENSATED
         outcome = Outcome::Cancelled.new(withdrawn_ref: external_ref)
       else
         to = "completed"
         note = "cancel requested while the effect ran, but the withdraw failed (#{withdraw_error}); " \
                "the item is live at the destination"
-        event = "withdraw_failed"
+        event = Protocol::WITHDRAW_FAILED
         outcome = Outcome::WithdrawFailed.new(external_ref: external_ref, error: withdraw_error)
       end
       Onceonly.logger.warn("onceonly: compensation of #{ctx.job_type}:#{ctx.op_key}: #{note}")
