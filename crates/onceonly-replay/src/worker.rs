@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use crate::error::{Error, Result};
 use crate::job::ReplayJob;
 use crate::naive::{Naive, NaiveHook};
-use crate::process::{WorkerRequest, CONSUMED, READY, REACHED};
+use crate::process::{WorkerRequest, CONSUMED, REACHED, READY};
 
 /// How long a worker that reached its point waits to be killed before it
 /// gives up and stops there by itself (as a crash).
@@ -111,8 +111,8 @@ async fn consume<S: Store, J: ReplayJob<S>>(job: &J, store: S, naive: bool) -> R
         let naive = Naive::new(store, &spec.job_type);
         job.consume_naive(&naive, stopped).await
     } else {
-        let guard = Guard::new(store, spec)?
-            .with_owner(format!("replay-consumer:{}", std::process::id()));
+        let guard =
+            Guard::new(store, spec)?.with_owner(format!("replay-consumer:{}", std::process::id()));
         job.consume(&guard, stopped).await
     }
     .map_err(|e| Error::Job(format!("consuming the queue: {e}")))?;

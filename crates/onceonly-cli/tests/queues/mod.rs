@@ -246,8 +246,16 @@ pub fn replay(target: &Target, queue: &str) {
     assert_eq!(doc["runs"], REPLAY_RUNS);
     let entries = doc["entries"].as_array().unwrap();
     for field in [
-        "scenario", "kind", "allowed", "guarded", "naive", "records", "verdict", "checks",
-        "processes", "sigkills",
+        "scenario",
+        "kind",
+        "allowed",
+        "guarded",
+        "naive",
+        "records",
+        "verdict",
+        "checks",
+        "processes",
+        "sigkills",
     ] {
         assert!(entries.iter().all(|e| e.get(field).is_some()), "{field}");
     }
