@@ -20,9 +20,19 @@ if [ ! -x .venv/consume/bin/moto_server ]; then
 fi
 export ONCEONLY_MOTO_SERVER="$PWD/.venv/consume/bin/moto_server"
 
+# One package selection and one feature list for every cargo command, so
+# the dependencies' features unify the same way each time and the test
+# build compiles each crate once (two `cargo test` with different package
+# sets used to build parts of the tree twice). Clippy's check build cannot
+# be shared with the test build (metadata only, no code).
+packages=(-p onceonly-consume -p onceonly-cli)
 features=onceonly-consume/sqs,onceonly-consume/nats,onceonly-cli/sqs,onceonly-cli/nats
-cargo clippy -p onceonly-consume -p onceonly-cli --all-targets --features "$features" -- -D warnings
-cargo test -p onceonly-consume --features sqs,nats
-cargo test -p onceonly-cli --features sqs,nats --test consume_nats --test consume_sqs
+cargo clippy "${packages[@]}" --all-targets --features "$features" -- -D warnings
+# onceonly-consume's unit and broker tests, the CLI's consume/replay tests
+# (the replay runs its concurrent scenario in consumer processes, on
+# JetStream and on moto, with a small --runs), then the crate's doc test.
+cargo test "${packages[@]}" --features "$features" \
+    --lib --test nats --test sqs --test consume_nats --test consume_sqs
+cargo test "${packages[@]}" --features "$features" --doc
 
 echo "30-consume: $(( $(date +%s) - started ))s"

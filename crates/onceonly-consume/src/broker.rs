@@ -80,4 +80,9 @@ pub trait Broker: Send + Sync + 'static {
 pub trait Publish: Broker {
     /// Sends `body` to the queue this broker consumes, confirmed by the broker.
     fn publish(&self, body: Vec<u8>) -> impl Future<Output = Result<()>> + Send;
+
+    /// Messages the queue still holds: waiting, received but not yet
+    /// acked, or handed back with a delay. Zero means the broker has
+    /// nothing left to deliver.
+    fn backlog(&self) -> impl Future<Output = Result<u64>> + Send;
 }

@@ -14,11 +14,19 @@
 //! The guarded and the naive version read separate queues, and each job
 //! type needs its own, so a stray message is never handled under another
 //! job type.
+//!
+//! The job is [`ReplayJob::queued`]: given a worker command, the harness's
+//! concurrent scenario runs consumer processes that read the queue
+//! ([`ReplayJob::consume`], one message at a time, settled as `onceonly
+//! consume` settles it), sends each run's message to the queue once per
+//! process, and counts once the broker holds nothing more
+//! ([`Publish::backlog`]).
 
 use std::time::{Duration, Instant};
 
 use onceonly::{BoxError, Guard, JobSpec, Outcome, Payload, State, Store};
-use onceonly_replay::{Naive, ReplayJob};
+use onceonly_replay::{Consumed, Naive, ReplayJob};
+use tokio::sync::watch;
 
 use crate::broker::{Broker, Publish};
 use crate::consumer::{Consumer, ConsumerConfig};
@@ -177,6 +185,79 @@ where
 
     async fn effects(&self, store: &S, op_key: &str) -> Result<usize, BoxError> {
         self.inner.effects(store, op_key).await
+    }
+
+    fn queued(&self) -> bool {
+        true
+    }
+
+    async fn enqueue(&self, op_key: &str, payload: &Payload, naive: bool) -> Result<(), BoxError> {
+        let body = envelope_body(op_key, &payload.value());
+        if naive {
+            self.naive.publish(body).await?;
+        } else {
+            self.guarded.broker().publish(body).await?;
+        }
+        Ok(())
+    }
+
+    async fn backlog(&self, naive: bool) -> Result<u64, BoxError> {
+        let left = if naive {
+            self.naive.backlog().await?
+        } else {
+            self.guarded.broker().backlog().await?
+        };
+        Ok(left)
+    }
+
+    async fn consume(
+        &self,
+        guard: &Guard<S>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<Consumed, BoxError> {
+        let broker = self.guarded.broker();
+        let handler =
+            |op: Operation| async move { self.inner.deliver(guard, &op.key, &op.payload).await };
+        let mut consumed = Consumed::new();
+        while !*stop.borrow() {
+            for message in broker.receive(1).await? {
+                let delivered = self.guarded.deliver(&message, &handler).await;
+                consumed.messages += 1;
+                let key = delivered.key.as_deref().unwrap_or("-");
+                match &delivered.outcome {
+                    Some(Ok(Outcome::InProgress { .. })) => consumed.in_progress += 1,
+                    Some(Ok(Outcome::Done { repeat: true, .. })) => consumed.repeats += 1,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => consumed.error(format!("{key}: {e}")),
+                    None => consumed.error(format!("poison: {:?}", delivered.action)),
+                }
+            }
+        }
+        Ok(consumed)
+    }
+
+    async fn consume_naive(
+        &self,
+        naive: &Naive<S>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<Consumed, BoxError> {
+        let mut consumed = Consumed::new();
+        while !*stop.borrow() {
+            for message in self.naive.receive(1).await? {
+                consumed.messages += 1;
+                let Ok(op) = KeyFrom::Envelope.operation(&message) else {
+                    self.naive.dead_letter(&message, "not an envelope").await?;
+                    consumed.error("a message that is not an envelope".into());
+                    continue;
+                };
+                // Acked once the handler returns, whatever it returned.
+                if let Err(e) = self.inner.deliver_naive(naive, &op.key, &op.payload).await {
+                    consumed.error(format!("{}: {e}", op.key));
+                }
+                self.naive.ack(&message).await?;
+            }
+        }
+        Ok(consumed)
     }
 
     async fn live(&self, store: &S, op_key: &str) -> Result<Option<usize>, BoxError> {

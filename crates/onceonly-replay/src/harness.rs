@@ -158,6 +158,8 @@ impl<S: Reconnect, J: ReplayJob<S>> Harness<S, J> {
             progress: self.progress.clone(),
             current: Mutex::new((0, 0, String::new())),
             others: tokio::sync::Mutex::new(Vec::new()),
+            processes: Default::default(),
+            sigkills: Default::default(),
         };
         let total = report.entries.len();
         for (i, entry) in report.entries.iter_mut().enumerate() {
@@ -211,6 +213,7 @@ async fn run_entry<S: Reconnect, J: ReplayJob<S>>(ctx: &Ctx<S, J>, entry: &mut E
             }
         }
     }
+    (entry.processes, entry.sigkills) = ctx.take_process_counts();
     entry.elapsed_ms = started.elapsed().as_millis() as u64;
     entry.judge();
 }

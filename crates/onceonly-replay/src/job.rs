@@ -6,8 +6,43 @@ use std::future::Future;
 use onceonly::{BoxError, Guard, Outcome, Payload, Store};
 use onceonly_postgres::PgStore;
 use onceonly_sqlite::SqliteStore;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::naive::Naive;
+
+/// What one consumer process did in the concurrent scenario through a queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consumed {
+    /// Its process id.
+    pub pid: u32,
+    /// Messages it received and settled (redeliveries included).
+    pub messages: u64,
+    /// Deliveries that found another worker's claim in progress: a race
+    /// the guard decided.
+    pub in_progress: u64,
+    /// Deliveries that found the operation done already.
+    pub repeats: u64,
+    /// Deliveries that ended in an error (the first few, in words).
+    pub errors: Vec<String>,
+}
+
+impl Consumed {
+    /// Nothing consumed yet, by this process.
+    pub fn new() -> Self {
+        Self {
+            pid: std::process::id(),
+            ..Self::default()
+        }
+    }
+
+    /// Notes a delivery's error (keeps the first five).
+    pub fn error(&mut self, error: String) {
+        if self.errors.len() < 5 {
+            self.errors.push(error);
+        }
+    }
+}
 
 /// A job under test.
 ///
@@ -65,6 +100,56 @@ pub trait ReplayJob<S: Store>: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<usize>, BoxError>> + Send {
         let _ = (store, op_key);
         async { Ok(None) }
+    }
+
+    /// True when deliveries go through a queue that separate consumer
+    /// processes can read. The concurrent scenario then starts worker
+    /// processes ([`crate::Harness::worker_command`]) that consume it
+    /// ([`ReplayJob::consume`]), sends each run's message to the queue once
+    /// per worker ([`ReplayJob::enqueue`]) and waits for the queue to be
+    /// empty ([`ReplayJob::backlog`]) before it counts.
+    fn queued(&self) -> bool {
+        false
+    }
+
+    /// Sends one message for `op_key` to the job's queue (the naive
+    /// version's queue when `naive`), without receiving it.
+    fn enqueue(
+        &self,
+        op_key: &str,
+        payload: &Payload,
+        naive: bool,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let _ = (op_key, payload, naive);
+        async { Err("this job has no queue (ReplayJob::queued)".into()) }
+    }
+
+    /// Messages the job's queue (the naive one when `naive`) still holds.
+    fn backlog(&self, naive: bool) -> impl Future<Output = Result<u64, BoxError>> + Send {
+        let _ = naive;
+        async { Err("this job has no queue (ReplayJob::queued)".into()) }
+    }
+
+    /// Consumes the job's queue until `stop` turns true, each message's
+    /// operation through `guard`, as the production consumer does.
+    fn consume(
+        &self,
+        guard: &Guard<S>,
+        stop: watch::Receiver<bool>,
+    ) -> impl Future<Output = Result<Consumed, BoxError>> + Send {
+        let _ = (guard, stop);
+        async { Err("this job has no queue (ReplayJob::queued)".into()) }
+    }
+
+    /// Consumes the naive version's queue until `stop` turns true: read the
+    /// state, act, write it, then ack.
+    fn consume_naive(
+        &self,
+        naive: &Naive<S>,
+        stop: watch::Receiver<bool>,
+    ) -> impl Future<Output = Result<Consumed, BoxError>> + Send {
+        let _ = (naive, stop);
+        async { Err("this job has no queue (ReplayJob::queued)".into()) }
     }
 }
 

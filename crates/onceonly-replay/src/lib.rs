@@ -49,7 +49,7 @@ pub mod worker;
 pub use allowed::{after_crash, allowed, Allowed, Counted};
 pub use error::{Error, Result};
 pub use harness::{Harness, Progress, ProgressFn, DEFAULT_RUNS, DEFAULT_WORKERS};
-pub use job::{Reconnect, ReplayJob};
+pub use job::{Consumed, Reconnect, ReplayJob};
 pub use naive::{crash_at as naive_crash_at, Naive, NaiveHook};
 pub use note::note;
 pub use process::{WorkerCommand, WorkerRequest};

@@ -5,6 +5,11 @@
 //! message and, on reaching the point, prints a line starting with
 //! [`REACHED`] on stdout and stops there; the harness then kills it with
 //! SIGKILL (no cleanup of any kind runs) and waits for it.
+//!
+//! A consumer process ([`WorkerRequest::consume`], for a job whose
+//! deliveries go through a queue) prints [`READY`] once connected, consumes
+//! the queue until its stdin closes, then prints [`CONSUMED`] and what it
+//! did as JSON, and exits 0.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -13,15 +18,27 @@ use std::time::{Duration, Instant};
 use onceonly::FaultPoint;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::job::Consumed;
 
 /// What a worker prints on stdout when it reaches its point (then the point's name).
 pub const REACHED: &str = "onceonly-replay-worker reached";
 
 /// The environment variable that carries the request JSON to the worker.
 pub const REQUEST_ENV: &str = "ONCEONLY_REPLAY_REQUEST";
+
+/// What a consumer process prints once it consumes the queue.
+pub const READY: &str = "onceonly-replay-consumer ready";
+
+/// What a consumer process prints before its [`Consumed`] JSON, on stopping.
+pub const CONSUMED: &str = "onceonly-replay-consumer consumed";
+
+/// How long a consumer process may take to stop once its stdin closes
+/// (it finishes the message in hand).
+pub const STOP_WITHIN: Duration = Duration::from_secs(60);
 
 /// How long a worker may take to reach its point before the harness gives up.
 pub const REACH_WITHIN: Duration = Duration::from_secs(30);
@@ -73,6 +90,10 @@ pub struct WorkerRequest {
     pub naive: bool,
     /// The harness's clock offset (ms), so both processes read one clock.
     pub clock_offset_ms: i64,
+    /// Consume the job's queue until stdin closes instead of delivering
+    /// `op_key` and stopping at `point` (which are then unused).
+    #[serde(default)]
+    pub consume: bool,
 }
 
 impl WorkerRequest {
@@ -229,6 +250,112 @@ pub async fn kill_at(command: &WorkerCommand, request: &WorkerRequest) -> Result
             Err(Error::Worker(format!(
                 "worker pid {pid} {why}; stderr: {stderr}"
             )))
+        }
+    }
+}
+
+/// A running consumer process ([`WorkerRequest::consume`]).
+pub struct ConsumerProcess {
+    child: Child,
+    pid: u32,
+    stdin: Option<ChildStdin>,
+    lines: tokio::io::Lines<BufReader<ChildStdout>>,
+    stderr: JoinHandle<String>,
+}
+
+impl ConsumerProcess {
+    /// Starts `command` with `request` (its `consume` set) and waits (up to
+    /// [`REACH_WITHIN`]) for it to say it is consuming.
+    pub async fn start(command: &WorkerCommand, request: &WorkerRequest) -> Result<Self> {
+        let request = WorkerRequest {
+            consume: true,
+            ..request.clone()
+        };
+        let mut child = Command::new(&command.program)
+            .args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .env(REQUEST_ENV, request.to_json())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                Error::Worker(format!("cannot start {}: {e}", command.program.display()))
+            })?;
+        let pid = child.id().unwrap_or(0);
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = tokio::spawn(tail(child.stderr.take().expect("stderr is piped"), 2000));
+        let mut process = Self {
+            child,
+            pid,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            stderr,
+        };
+        match tokio::time::timeout(REACH_WITHIN, process.line_starting(READY)).await {
+            Ok(Ok(Some(_))) => Ok(process),
+            Ok(Ok(None)) => Err(process.failed("exited before consuming").await),
+            Ok(Err(e)) => Err(process.failed(&format!("its stdout failed: {e}")).await),
+            Err(_) => {
+                let why = format!("did not start consuming within {}s", REACH_WITHIN.as_secs());
+                Err(process.failed(&why).await)
+            }
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The rest of the first line that starts with `marker` (a test harness
+    /// may print before it on the same line), or `None` at end of output.
+    async fn line_starting(&mut self, marker: &str) -> std::io::Result<Option<String>> {
+        while let Some(line) = self.lines.next_line().await? {
+            if let Some(at) = line.find(marker) {
+                return Ok(Some(line[at + marker.len()..].trim().to_owned()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kills the process and names what went wrong, with its stderr.
+    async fn failed(mut self, why: &str) -> Error {
+        let _ = self.child.start_kill();
+        let status = self.child.wait().await.ok();
+        let stderr = self.stderr.await.unwrap_or_default();
+        Error::Worker(format!(
+            "consumer pid {} {why} ({}); stderr: {stderr}",
+            self.pid,
+            status.map_or_else(|| "?".to_owned(), |s| s.to_string())
+        ))
+    }
+
+    /// Closes its stdin (the signal to stop), waits (up to [`STOP_WITHIN`])
+    /// for what it consumed and for a clean exit.
+    pub async fn stop(mut self) -> Result<Consumed> {
+        drop(self.stdin.take());
+        let reported = tokio::time::timeout(STOP_WITHIN, self.line_starting(CONSUMED)).await;
+        let json = match reported {
+            Ok(Ok(Some(json))) => json,
+            Ok(Ok(None)) => return Err(self.failed("exited without its report").await),
+            Ok(Err(e)) => return Err(self.failed(&format!("its stdout failed: {e}")).await),
+            Err(_) => {
+                let why = format!("did not stop within {}s", STOP_WITHIN.as_secs());
+                return Err(self.failed(&why).await);
+            }
+        };
+        let consumed: Consumed = match serde_json::from_str(&json) {
+            Ok(c) => c,
+            Err(e) => return Err(self.failed(&format!("reported {json:?}: {e}")).await),
+        };
+        match tokio::time::timeout(STOP_WITHIN, self.child.wait()).await {
+            Ok(Ok(status)) if status.success() => Ok(consumed),
+            Ok(Ok(status)) => Err(self.failed(&format!("exited with {status}")).await),
+            Ok(Err(e)) => Err(self.failed(&format!("cannot be reaped: {e}")).await),
+            Err(_) => Err(self.failed("did not exit after its report").await),
         }
     }
 }

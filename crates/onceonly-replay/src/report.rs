@@ -146,6 +146,10 @@ pub struct Entry {
     pub failures: Vec<String>,
     /// Wall time of the scenario, naive and guarded.
     pub elapsed_ms: u64,
+    /// Worker processes the scenario started, naive and guarded.
+    pub processes: usize,
+    /// Of those, the ones killed with SIGKILL.
+    pub sigkills: usize,
     #[serde(skip)]
     pub(crate) which: Scenario,
 }
@@ -179,6 +183,8 @@ impl Entry {
             pass: None,
             failures: Vec::new(),
             elapsed_ms: 0,
+            processes: 0,
+            sigkills: 0,
             which,
         }
     }
@@ -279,6 +285,10 @@ pub struct Summary {
     pub skipped: usize,
     /// Entries not run yet.
     pub planned: usize,
+    /// Worker processes started, over every entry.
+    pub processes: usize,
+    /// Of those, the ones killed with SIGKILL.
+    pub sigkills: usize,
 }
 
 /// Every entry of one or more harness runs.
@@ -308,6 +318,8 @@ impl Report {
                 Verdict::Skipped => s.skipped += 1,
                 Verdict::Planned => s.planned += 1,
             }
+            s.processes += e.processes;
+            s.sigkills += e.sigkills;
         }
         s
     }

@@ -1,5 +1,7 @@
 //! The worker side of the SIGKILL scenarios: deliver one message and stop
 //! at the requested point, announcing it, until the harness kills the process.
+//! And the consumer processes of the concurrent scenario through a queue:
+//! consume until stdin closes, then report what was consumed.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -7,10 +9,12 @@ use std::time::Duration;
 
 use onceonly::{FaultAction, FaultHook, FaultPoint, Guard, Payload, Store};
 
+use tokio::sync::watch;
+
 use crate::error::{Error, Result};
 use crate::job::ReplayJob;
 use crate::naive::{Naive, NaiveHook};
-use crate::process::{WorkerRequest, REACHED};
+use crate::process::{WorkerRequest, CONSUMED, REACHED, READY};
 
 /// How long a worker that reached its point waits to be killed before it
 /// gives up and stops there by itself (as a crash).
@@ -55,14 +59,19 @@ fn announce_and_wait(point: FaultPoint) -> NaiveHook {
 /// Returns only when the point was never reached (the delivery finished or
 /// failed first), as [`Error::Worker`] naming the outcome; the caller exits
 /// non-zero, and the harness reports that the job never reached the point.
+/// A consumer process (`request.consume`) returns `Ok` once it has stopped
+/// and reported; the caller then exits 0.
 pub async fn serve<S: Store, J: ReplayJob<S>>(
     job: &J,
     store: S,
     request: &WorkerRequest,
 ) -> Result<()> {
-    let point = request.fault_point()?;
     let offset = u64::try_from(request.clock_offset_ms).unwrap_or(0);
     store.clock_offset().advance(Duration::from_millis(offset));
+    if request.consume {
+        return consume(job, store, request.naive).await;
+    }
+    let point = request.fault_point()?;
     let payload = Payload::from_value(&request.payload);
     let spec = job.spec();
     let finished = if request.naive {
@@ -81,4 +90,35 @@ pub async fn serve<S: Store, J: ReplayJob<S>>(
         }
     };
     Err(Error::Worker(format!("{finished}, never reaching {point}")))
+}
+
+/// Consumes the job's queue until stdin closes, then prints [`CONSUMED`]
+/// and what this process consumed as JSON.
+async fn consume<S: Store, J: ReplayJob<S>>(job: &J, store: S, naive: bool) -> Result<()> {
+    let (stop, stopped) = watch::channel(false);
+    // A thread, not a task: reading stdin blocks.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        let _ = stop.send(true);
+    });
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{READY} pid={}", std::process::id());
+        let _ = out.flush();
+    }
+    let spec = job.spec();
+    let consumed = if naive {
+        let naive = Naive::new(store, &spec.job_type);
+        job.consume_naive(&naive, stopped).await
+    } else {
+        let guard =
+            Guard::new(store, spec)?.with_owner(format!("replay-consumer:{}", std::process::id()));
+        job.consume(&guard, stopped).await
+    }
+    .map_err(|e| Error::Job(format!("consuming the queue: {e}")))?;
+    let json = serde_json::to_string(&consumed).expect("a report serializes");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{CONSUMED} {json}");
+    let _ = out.flush();
+    Ok(())
 }

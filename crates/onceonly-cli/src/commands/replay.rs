@@ -143,8 +143,8 @@ fn summary_line(report: &Report) -> String {
         "FAIL: a guarded count broke what its policy allows"
     };
     format!(
-        "{verdict} ({} pass, {} fail, {} n/a, {} skipped)",
-        s.pass, s.fail, s.not_applicable, s.skipped
+        "{verdict} ({} pass, {} fail, {} n/a, {} skipped; {} worker processes, {} killed by SIGKILL)",
+        s.pass, s.fail, s.not_applicable, s.skipped, s.processes, s.sigkills
     )
 }
 
@@ -284,6 +284,9 @@ pub async fn worker(db: &str, args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let err = with_store!(store, s => replay_queue::serve(&args.queue, prefix, job, s, &request).await.err());
     match err {
         Some(e) => Err(e),
+        // A consumer process has stopped and reported.
+        None if request.consume => Ok(ExitCode::SUCCESS),
+        // A killed worker never returns: the point was not reached.
         None => Ok(ExitCode::FAILURE),
     }
 }

@@ -17,8 +17,9 @@ pub const JOB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 #[cfg(any(feature = "sqs", feature = "nats"))]
 pub const REDELIVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Workers of the concurrent scenario through a broker: two consumers
-/// racing for each operation. (Eight, as without a broker, would take
+/// Workers of the concurrent scenario through a broker: two consumer
+/// processes (`onceonly replay-worker`, consuming the queue) racing for
+/// each operation's two copies. (Eight, as without a broker, would take
 /// minutes on an emulated SQS for no new evidence.)
 pub const QUEUE_WORKERS: [usize; 1] = [2];
 

@@ -223,13 +223,18 @@ pub fn refused(target: &Target, setting: &str) {
 /// `replay --json` naming the queue, and a consumer killed by SIGKILL
 /// after the effect leaves one effect after the broker's redelivery for
 /// the local, keyed and lookup jobs.
+/// Concurrent runs of the replay test: enough for both consumer processes
+/// to race on several operations; `--runs 100` is the documented command
+/// in docs/queues.md.
+const REPLAY_RUNS: u64 = 8;
+
 pub fn replay(target: &Target, queue: &str) {
     let db = sqlite_url();
     let dir = tempfile::tempdir().unwrap().keep();
     let json = dir.join("replay.json");
     let mut args = vec!["replay".to_owned()];
     args.extend(target.replay.iter().cloned());
-    args.extend(["--runs", "100", "--json"].map(str::to_owned));
+    args.extend(["--runs", &REPLAY_RUNS.to_string(), "--json"].map(str::to_owned));
     args.push(json.display().to_string());
     let out = run(&db, &args, &target.env);
     let said = text(&out);
@@ -238,10 +243,19 @@ pub fn replay(target: &Target, queue: &str) {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["queue"], queue);
     assert_eq!(doc["pass"], true);
-    assert_eq!(doc["runs"], 100);
+    assert_eq!(doc["runs"], REPLAY_RUNS);
     let entries = doc["entries"].as_array().unwrap();
     for field in [
-        "scenario", "kind", "allowed", "guarded", "naive", "records", "verdict", "checks",
+        "scenario",
+        "kind",
+        "allowed",
+        "guarded",
+        "naive",
+        "records",
+        "verdict",
+        "checks",
+        "processes",
+        "sigkills",
     ] {
         assert!(entries.iter().all(|e| e.get(field).is_some()), "{field}");
     }
@@ -259,13 +273,29 @@ pub fn replay(target: &Target, queue: &str) {
             killed["records"]["states"]["completed"], 1,
             "{kind}: {killed}"
         );
+        // One worker process killed for the naive version, one for the guarded.
+        assert_eq!(killed["sigkills"], 2, "{kind}: {killed}");
     }
     let concurrent: Vec<_> = entries
         .iter()
-        .filter(|e| e["scenario"] == "concurrent")
+        .filter(|e| e["scenario"] == "concurrent" && e["verdict"] != "not_applicable")
         .collect();
     assert!(!concurrent.is_empty());
-    assert!(concurrent
-        .iter()
-        .all(|e| e["runs"] == 100 && e["verdict"] == "pass"));
+    for e in &concurrent {
+        assert_eq!(e["runs"], REPLAY_RUNS, "{e}");
+        assert_eq!(e["verdict"], "pass", "{e}");
+        // Two consumer processes for the naive version, two for the guarded,
+        // and both guarded ones consumed messages.
+        assert_eq!(e["processes"], 4, "{e}");
+        let checks = e["checks"].as_array().unwrap();
+        let both = checks
+            .iter()
+            .find(|c| c["name"] == "two or more processes consumed messages")
+            .unwrap_or_else(|| panic!("no process check: {e}"));
+        assert_eq!(both["passed"], true, "{e}");
+    }
+    let summary = &doc["summary"];
+    assert!(summary["processes"].as_u64().unwrap() >= 4 * concurrent.len() as u64);
+    assert!(summary["sigkills"].as_u64().unwrap() >= 6);
+    assert!(said.contains("killed by SIGKILL"), "{said}");
 }

@@ -254,4 +254,15 @@ impl Publish for NatsBroker {
         })?;
         publish(&self.context, subject, body).await
     }
+
+    async fn backlog(&self) -> Result<u64> {
+        let mut consumer = self.consumer.clone();
+        let info = consumer
+            .info()
+            .await
+            .map_err(|e| self.failed("reading consumer info", e))?;
+        // num_pending: not yet delivered (a NAK with delay counts here
+        // again); num_ack_pending: delivered, not yet acked.
+        Ok(info.num_pending + info.num_ack_pending as u64)
+    }
 }

@@ -33,8 +33,14 @@ async fn sigkill<S: Reconnect, J: ReplayJob<S>>(
         point: point.name().to_owned(),
         naive,
         clock_offset_ms: ctx.store.clock_offset().millis(),
+        consume: false,
     };
-    kill_at(command, &request).await
+    let killed = kill_at(command, &request).await?;
+    ctx.started_processes(1);
+    if killed.signal == Some(9) {
+        ctx.sigkilled();
+    }
+    Ok(killed)
 }
 
 pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(

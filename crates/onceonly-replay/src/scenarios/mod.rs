@@ -4,6 +4,7 @@
 
 mod cancel;
 mod concurrent;
+mod consumers;
 mod crash;
 mod late_failure;
 mod lease;
@@ -11,6 +12,7 @@ mod other_payload;
 mod repeat;
 mod similar;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +39,10 @@ pub(crate) struct Ctx<S: Reconnect, J: ReplayJob<S>> {
     pub current: Mutex<(usize, usize, String)>,
     /// Reconnected stores, opened once and shared by the scenarios.
     pub others: tokio::sync::Mutex<Vec<S>>,
+    /// Worker processes started in the current entry.
+    pub processes: AtomicUsize,
+    /// Of those, the ones killed with SIGKILL.
+    pub sigkills: AtomicUsize,
 }
 
 impl<S: Reconnect, J: ReplayJob<S>> Ctx<S, J> {
@@ -119,6 +125,30 @@ impl<S: Reconnect, J: ReplayJob<S>> Ctx<S, J> {
         let mut stores = vec![self.store.clone()];
         stores.extend(others.iter().take(workers.saturating_sub(1)).cloned());
         Ok(stores)
+    }
+
+    /// True when the concurrent scenario runs consumer processes: the job
+    /// reads a queue and there is a worker command to start them.
+    pub fn through_processes(&self) -> bool {
+        self.job.queued() && self.worker.is_some()
+    }
+
+    /// Counts `n` worker processes started in the current entry.
+    pub fn started_processes(&self, n: usize) {
+        self.processes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a worker process killed with SIGKILL in the current entry.
+    pub fn sigkilled(&self) {
+        self.sigkills.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The current entry's (processes, SIGKILLs), resetting both.
+    pub fn take_process_counts(&self) -> (usize, usize) {
+        (
+            self.processes.swap(0, Ordering::Relaxed),
+            self.sigkills.swap(0, Ordering::Relaxed),
+        )
     }
 
     /// Reports progress inside the current entry.
@@ -223,6 +253,9 @@ pub(crate) async fn guarded<S: Reconnect, J: ReplayJob<S>>(
 ) -> Result<Observed> {
     match scenario {
         Scenario::Repeat => repeat::guarded(ctx).await,
+        Scenario::Concurrent { workers } if ctx.through_processes() => {
+            consumers::guarded(ctx, workers).await
+        }
         Scenario::Concurrent { workers } => concurrent::guarded(ctx, workers).await,
         Scenario::Crash { point, death } => crash::guarded(ctx, point, death).await,
         Scenario::Lease => lease::guarded(ctx).await,
@@ -240,6 +273,9 @@ pub(crate) async fn naive<S: Reconnect, J: ReplayJob<S>>(
 ) -> Result<Count> {
     match scenario {
         Scenario::Repeat => repeat::naive(ctx).await,
+        Scenario::Concurrent { workers } if ctx.through_processes() => {
+            consumers::naive(ctx, workers).await
+        }
         Scenario::Concurrent { workers } => concurrent::naive(ctx, workers).await,
         Scenario::Crash { point, death } => crash::naive(ctx, point, death).await,
         Scenario::Lease => lease::naive(ctx).await,
