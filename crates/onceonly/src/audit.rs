@@ -24,7 +24,9 @@ pub enum AuditKind {
     /// A claim past its lease was taken over (to claimed, held or failed, as
     /// the policy says).
     TakeOver,
-    /// The owner put its own claim on hold: the effect's outcome is unknown.
+    /// The owner put its own claim on hold (the effect's outcome is
+    /// unknown), or an operator's cancel held a queued row it could not
+    /// look up at the destination.
     Hold,
     /// A worker found its claim gone when it came to write.
     LostClaim,
