@@ -111,10 +111,11 @@ pub enum CancelOutcome {
         /// Why it could not be withdrawn.
         reason: String,
     },
-    /// Not cancelled, nothing changed: the operation is queued or failed
-    /// after `attempts` claims, any of which may have sent it, and the
-    /// destination could not be asked whether it did (none was given, or it
-    /// cannot look up). See [`unclaimed_may_have_acted`].
+    /// Not cancelled, nothing changed: the operation failed after
+    /// `attempts` claims, any of which may have sent it, and the destination
+    /// could not be asked whether it did (none was given, or it cannot look
+    /// up). Nothing retries a failed operation, so nothing needed stopping.
+    /// See [`unclaimed_may_have_acted`].
     NotLookedUp {
         /// Claims taken so far.
         attempts: i64,
