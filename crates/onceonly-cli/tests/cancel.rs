@@ -82,8 +82,9 @@ async fn a_cancel_without_a_destination_holds_a_queued_operation_claimed_before(
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     let resolve = "onceonly resolve --job mail --key op --as cancelled --reason";
     assert!(
-        said.contains("mail:op held, not cancelled: it was claimed 1 time(s) and may have been sent")
-            && said.contains("no destination was given to look it up")
+        said.contains(
+            "mail:op held, not cancelled: it was claimed 1 time(s) and may have been sent"
+        ) && said.contains("no destination was given to look it up")
             && said.contains("its retry is stopped")
             && said.contains(resolve)
             && said.contains("--as queued"),
@@ -105,7 +106,14 @@ async fn a_cancel_without_a_destination_holds_a_queued_operation_claimed_before(
         oo(
             &d,
             &[
-                "resolve", "--job", "mail", "--key", "op", "--as", "cancelled", "--reason",
+                "resolve",
+                "--job",
+                "mail",
+                "--key",
+                "op",
+                "--as",
+                "cancelled",
+                "--reason",
                 "withdrawn by hand",
             ],
         )

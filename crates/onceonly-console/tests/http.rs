@@ -540,7 +540,10 @@ async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>
     let base = serve(store.clone(), o).await;
     let c = logged_in(&base, "alice", Some(TOKEN)).await;
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    assert!(page.contains("looks it up at the destination first"), "{page}");
+    assert!(
+        page.contains("looks it up at the destination first"),
+        "{page}"
+    );
     let form = cancel_form(&page, job, "remind-1");
     let res = c
         .post(format!("{base}/op/cancel"))
@@ -573,7 +576,11 @@ async fn cancel_without_a_lookup_holds_a_queued_operation<S: OperatorStore + Clo
     let job = "send_reminder";
     for (key, destination, why) in [
         ("remind-2", None, "no destination was given to look it up"),
-        ("remind-3", Some(blind), "the destination could not look it up"),
+        (
+            "remind-3",
+            Some(blind),
+            "the destination could not look it up",
+        ),
     ] {
         let released = released_after_sending(&store, &server, key).await;
         let path = op_path(job, key);
@@ -603,15 +610,16 @@ async fn cancel_without_a_lookup_holds_a_queued_operation<S: OperatorStore + Clo
             (State::Held, released.token, 1),
             "held, under the token read"
         );
-        assert_eq!(
-            server.live(&format!("{job}:{key}")),
-            1,
-            "nothing withdrawn"
-        );
+        assert_eq!(server.live(&format!("{job}:{key}")), 1, "nothing withdrawn");
         let history = store.op_history(job, key).await.unwrap();
         let last = history.last().unwrap();
         assert_eq!(
-            (last.event, last.actor.as_str(), last.from_state, last.to_state),
+            (
+                last.event,
+                last.actor.as_str(),
+                last.from_state,
+                last.to_state
+            ),
             (
                 AuditKind::Hold,
                 "alice (console)",
@@ -621,6 +629,11 @@ async fn cancel_without_a_lookup_holds_a_queued_operation<S: OperatorStore + Clo
         );
         let detail = last.detail.as_deref().unwrap_or_default();
         assert!(detail.contains(why), "{detail}");
+        // The person checked the destination and resolves it.
+        let resolution = ops::Resolution::Cancelled;
+        let token = Some(released.token);
+        let done = ops::resolve(&store, job, key, &resolution, "withdrawn by hand", token).await;
+        assert_eq!(done.unwrap().state, State::Cancelled);
     }
 }
 

@@ -138,11 +138,12 @@ impl stateright::Model for Model {
                 CANCEL_WITHDREW_EARLIER,
                 |_, w: &World| w.history.cancel_withdrew_earlier,
             ));
-        } else {
-            properties.push(Property::sometimes(
-                CANCEL_HELD_UNLOOKED,
-                |_, w: &World| w.history.cancel_held_unlooked,
-            ));
+        } else if self.kind != EffectKind::Local {
+            // (A local effect commits with its claim: nothing is queued
+            // after one.)
+            properties.push(Property::sometimes(CANCEL_HELD_UNLOOKED, |_, w: &World| {
+                w.history.cancel_held_unlooked
+            }));
         }
         properties
     }

@@ -277,11 +277,9 @@ impl Move {
     pub fn cancel_not_looked_up(from: State) -> Option<Move> {
         match from {
             State::Queued => Some(Move::HoldQueued),
-            State::Failed
-            | State::Completed
-            | State::Claimed
-            | State::Held
-            | State::Cancelled => None,
+            State::Failed | State::Completed | State::Claimed | State::Held | State::Cancelled => {
+                None
+            }
         }
     }
 
