@@ -1,7 +1,7 @@
 //! `onceonly cancel` of a queued operation an earlier claim may have sent:
-//! without a destination that can look it up, refused (exit 1, saying why
-//! and what to give), the record unchanged; with one, the item is withdrawn
-//! and the operation cancelled.
+//! with a destination that can look it up, the item is withdrawn and the
+//! operation cancelled; without one, the operation is held (exit 1, saying
+//! so and how to resolve it), so that its retry cannot send it again.
 
 mod common;
 
@@ -38,24 +38,6 @@ async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
         (&"queued".into(), &1.into())
     );
 
-    let d = db.clone();
-    let out = blocking(move || oo(&d, &["cancel", "--job", "mail", "--key", "op"])).await;
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let said = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        said.contains("mail:op not cancelled")
-            && said.contains("no destination was given to look it up")
-            && said.contains("--http"),
-        "{said}"
-    );
-    assert!(out.stdout.is_empty(), "{}", text(&out));
-    assert_eq!(
-        inspect(&db, "mail")["op"],
-        before,
-        "the record is unchanged"
-    );
-    assert_eq!(server.live("mail:op"), 1);
-
     let (d, url) = (db.clone(), server.base_url());
     let out = blocking(move || {
         oo(
@@ -74,4 +56,69 @@ async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
     let after = inspect(&db, "mail")["op"].clone();
     assert_eq!(after["state"], "cancelled");
     assert!(after["external_ref"].is_string(), "{after}");
+}
+
+/// The same queued operation, cancelled with no destination to look it up
+/// at: held, not cancelled (exit 1, on stderr, naming the resolve to run),
+/// the item left as it is; the printed resolve then works.
+#[tokio::test]
+async fn a_cancel_without_a_destination_holds_a_queued_operation_claimed_before() {
+    let db = sqlite_url();
+    let server = TestServer::start(Mode::Searchable).await.unwrap();
+    server.unknown_after_create(1);
+    let store = SqliteStore::connect(&db).await.unwrap();
+    onceonly::Store::migrate(&store).await.unwrap();
+    let spec = JobSpec::new("mail", EffectKind::Opaque(StalePolicy::AtLeastOnce));
+    let guard = Guard::new(store, spec).unwrap();
+    let dest = HttpDestination::new(&server.base_url(), Duration::from_secs(5)).unwrap();
+    let outcome = guard.run("op", &Payload::none(), &dest).await.unwrap();
+    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
+    let before = inspect(&db, "mail")["op"].clone();
+    assert_eq!(before["state"], "queued");
+
+    let d = db.clone();
+    let out = blocking(move || oo(&d, &["cancel", "--job", "mail", "--key", "op"])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    let resolve = "onceonly resolve --job mail --key op --as cancelled --reason";
+    assert!(
+        said.contains(
+            "mail:op held, not cancelled: it was claimed 1 time(s) and may have been sent"
+        ) && said.contains("no destination was given to look it up")
+            && said.contains("its retry is stopped")
+            && said.contains(resolve)
+            && said.contains("--as queued"),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    let held = inspect(&db, "mail")["op"].clone();
+    assert_eq!(
+        (&held["state"], &held["token"], &held["attempts"]),
+        (&"held".into(), &before["token"], &1.into()),
+        "{held}"
+    );
+    assert_eq!(server.live("mail:op"), 1, "nothing withdrawn");
+
+    // The person checked the destination and takes the item down by hand:
+    // the resolve the message names cancels it.
+    let d = db.clone();
+    let out = blocking(move || {
+        oo(
+            &d,
+            &[
+                "resolve",
+                "--job",
+                "mail",
+                "--key",
+                "op",
+                "--as",
+                "cancelled",
+                "--reason",
+                "withdrawn by hand",
+            ],
+        )
+    })
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(inspect(&db, "mail")["op"]["state"], "cancelled");
 }

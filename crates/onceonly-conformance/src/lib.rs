@@ -104,6 +104,7 @@ macro_rules! conformance_tests {
             // cancel
             queued_cancel_is_immediate,
             cancel_after_a_claim_withdraws_what_it_sent,
+            cancel_after_a_claim_holds_when_not_looked_up,
             cancel_after_a_claim_stays_when_not_withdrawn,
             cancel_while_running_withdraws_after_the_effect,
             cancel_while_running_withdraw_fails_stays_completed,

@@ -70,6 +70,11 @@ fn done(text: String) -> Flash {
     Flash { kind: "done", text }
 }
 
+/// Not what was asked, but something changed: parked for a person.
+fn held(text: String) -> Flash {
+    Flash { kind: "held", text }
+}
+
 fn refused(text: String) -> Flash {
     Flash {
         kind: "refused",
@@ -218,6 +223,11 @@ pub(crate) async fn cancel<S: OperatorStore>(
             "Nothing was changed: it was claimed {attempts} time(s) and may have been sent, \
              and {reason}. Start the console with --http naming a destination that can look \
              it up, or check the destination by hand."
+        )),
+        Ok(CancelOutcome::HeldNotLookedUp { attempts, reason }) => held(format!(
+            "Held by {actor}, not cancelled: it was claimed {attempts} time(s) and may have been \
+             sent, and {reason}; its retry is stopped. Check the destination, then resolve it \
+             below: cancelled (withdrawn by hand, or never sent) or queued to send it after all."
         )),
         Ok(CancelOutcome::Held) => refused(
             "Nothing was changed: it is held, and nobody knows whether the item exists; resolve it."

@@ -288,12 +288,26 @@ pub(crate) async fn operation<S: OperatorStore>(
             true,
             format!(
                 "Claimed {} time(s) before, so it may have been sent: this looks it up at the \
-                 destination first and withdraws what it finds, then cancels; if it cannot look \
-                 or withdraw, nothing changes and this page says so.",
+                 destination first and withdraws what it finds, then cancels; if the withdraw \
+                 fails nothing changes, and if it cannot look {}; this page says which.",
+                r.attempts,
+                if r.state == OpState::Queued {
+                    "it is held (its retry stopped) for a person to resolve"
+                } else {
+                    "nothing changes"
+                }
+            ),
+        ),
+        OpState::Queued => (
+            true,
+            format!(
+                "Claimed {} time(s) before, so it may have been sent, and there is no destination \
+                 (--http) to look it up: this holds it instead of cancelling (its retry is \
+                 stopped), for a person to check the destination and resolve it.",
                 r.attempts
             ),
         ),
-        OpState::Queued | OpState::Failed => (
+        OpState::Failed => (
             false,
             format!(
                 "Claimed {} time(s) before, so it may have been sent: cancelling it needs a \

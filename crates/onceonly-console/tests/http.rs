@@ -501,55 +501,99 @@ async fn cancel_withdraws_a_completed_operation<S: OperatorStore + Clone>(url: &
     );
 }
 
-/// A queued operation released after an unknown outcome may have been
-/// sent: without a destination the page offers no cancel; with one that
-/// cannot look it up the cancel changes nothing and says why; with one
-/// that can, the item is withdrawn and the operation cancelled.
-async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>(
-    url: &str,
-    store: S,
-) {
+/// A queued operation released after an unknown outcome under
+/// at-least-once (`key`), with its item live: the earlier claim did send it.
+async fn released_after_sending<S: OperatorStore + Clone>(
+    store: &S,
+    server: &onceonly_http::test_server::TestServer,
+    key: &str,
+) -> onceonly::Record {
     use onceonly::{EffectKind, Guard, JobSpec, Outcome, StalePolicy};
-    use onceonly_http::test_server::{Mode, TestServer};
-    use onceonly_http::HttpDestination;
     let timeout = std::time::Duration::from_secs(5);
-    let server = TestServer::start(Mode::Searchable).await.unwrap();
-    let searchable = HttpDestination::new(&server.base_url(), timeout).unwrap();
-    let blind_server = TestServer::start(Mode::Neither).await.unwrap();
-    let blind = HttpDestination::new(&blind_server.base_url(), timeout).unwrap();
+    let dest = onceonly_http::HttpDestination::new(&server.base_url(), timeout).unwrap();
     let job = "send_reminder";
     let spec = JobSpec::new(job, EffectKind::Opaque(StalePolicy::AtLeastOnce));
     let guard = Guard::new(store.clone(), spec).unwrap();
     server.unknown_after_create(1);
-    let outcome = guard
-        .run("remind-1", &Payload::none(), &searchable)
-        .await
-        .unwrap();
+    let outcome = guard.run(key, &Payload::none(), &dest).await.unwrap();
     assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
-    let released = ops::get(&store, job, "remind-1").await.unwrap().record;
+    let released = ops::get(store, job, key).await.unwrap().record;
     assert_eq!((released.state, released.attempts), (State::Queued, 1));
-    assert_eq!(server.live("send_reminder:remind-1"), 1);
+    assert_eq!(server.live(&format!("{job}:{key}")), 1);
+    released
+}
+
+/// A queued operation that may have been sent, cancelled through a
+/// destination that can look it up: the item is withdrawn and the
+/// operation cancelled.
+async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>(
+    url: &str,
+    store: S,
+) {
+    use onceonly_http::test_server::{Mode, TestServer};
+    use onceonly_http::HttpDestination;
+    let timeout = std::time::Duration::from_secs(5);
+    let server = TestServer::start(Mode::Searchable).await.unwrap();
+    let job = "send_reminder";
+    released_after_sending(&store, &server, "remind-1").await;
     let path = op_path(job, "remind-1");
 
-    let base = serve(store.clone(), options(url)).await;
+    let mut o = options(url);
+    o.destination = Some(HttpDestination::new(&server.base_url(), timeout).unwrap());
+    let base = serve(store.clone(), o).await;
     let c = logged_in(&base, "alice", Some(TOKEN)).await;
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    assert!(!page.contains("id=\"cancel-form\""), "{page}");
-    assert!(page.contains("may have been sent"), "{page}");
+    assert!(
+        page.contains("looks it up at the destination first"),
+        "{page}"
+    );
+    let form = cancel_form(&page, job, "remind-1");
+    let res = c
+        .post(format!("{base}/op/cancel"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    let (_, after) = get(&c, &format!("{base}{path}")).await;
+    assert!(after.contains("withdrawn at the destination"), "{after}");
+    assert_eq!(server.live("send_reminder:remind-1"), 0, "the item is gone");
+    let now = ops::get(&store, job, "remind-1").await.unwrap().record;
+    assert_eq!(now.state, State::Cancelled);
+}
 
-    for (destination, says) in [
+/// The same, when the console cannot look it up (no destination, or one
+/// that cannot look up): the page says the cancel holds it, and the cancel
+/// holds it for a person (its retry stopped, the item left as it is), says
+/// so, and records who did it and why.
+async fn cancel_without_a_lookup_holds_a_queued_operation<S: OperatorStore + Clone>(
+    url: &str,
+    store: S,
+) {
+    use onceonly_http::test_server::{Mode, TestServer};
+    use onceonly_http::HttpDestination;
+    let timeout = std::time::Duration::from_secs(5);
+    let server = TestServer::start(Mode::Searchable).await.unwrap();
+    let blind_server = TestServer::start(Mode::Neither).await.unwrap();
+    let blind = HttpDestination::new(&blind_server.base_url(), timeout).unwrap();
+    let job = "send_reminder";
+    for (key, destination, why) in [
+        ("remind-2", None, "no destination was given to look it up"),
         (
-            blind,
-            "Nothing was changed: it was claimed 1 time(s) and may have been sent",
+            "remind-3",
+            Some(blind),
+            "the destination could not look it up",
         ),
-        (searchable, "withdrawn at the destination"),
     ] {
+        let released = released_after_sending(&store, &server, key).await;
+        let path = op_path(job, key);
         let mut o = options(url);
-        o.destination = Some(destination);
+        o.destination = destination;
         let base = serve(store.clone(), o).await;
         let c = logged_in(&base, "alice", Some(TOKEN)).await;
         let (_, page) = get(&c, &format!("{base}{path}")).await;
-        let form = cancel_form(&page, job, "remind-1");
+        assert!(page.contains("may have been sent"), "{page}");
+        let form = cancel_form(&page, job, key);
         let res = c
             .post(format!("{base}/op/cancel"))
             .form(&form)
@@ -558,16 +602,42 @@ async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>
             .unwrap();
         assert_eq!(res.status(), 303);
         let (_, after) = get(&c, &format!("{base}{path}")).await;
-        assert!(after.contains(says), "{after}");
-        if says.starts_with("Nothing was changed") {
-            let now = ops::get(&store, job, "remind-1").await.unwrap().record;
-            assert_eq!(now, released, "unchanged");
-            assert_eq!(server.live("send_reminder:remind-1"), 1);
-        }
+        assert!(
+            after.contains("Held by alice (console), not cancelled")
+                && after.contains("its retry is stopped"),
+            "{after}"
+        );
+        let now = ops::get(&store, job, key).await.unwrap().record;
+        assert_eq!(
+            (now.state, now.token, now.attempts),
+            (State::Held, released.token, 1),
+            "held, under the token read"
+        );
+        assert_eq!(server.live(&format!("{job}:{key}")), 1, "nothing withdrawn");
+        let history = store.op_history(job, key).await.unwrap();
+        let last = history.last().unwrap();
+        assert_eq!(
+            (
+                last.event,
+                last.actor.as_str(),
+                last.from_state,
+                last.to_state
+            ),
+            (
+                AuditKind::Hold,
+                "alice (console)",
+                Some(State::Queued),
+                Some(State::Held)
+            )
+        );
+        let detail = last.detail.as_deref().unwrap_or_default();
+        assert!(detail.contains(why), "{detail}");
+        // The person checked the destination and resolves it.
+        let resolution = ops::Resolution::Cancelled;
+        let token = Some(released.token);
+        let done = ops::resolve(&store, job, key, &resolution, "withdrawn by hand", token).await;
+        assert_eq!(done.unwrap().state, State::Cancelled);
     }
-    assert_eq!(server.live("send_reminder:remind-1"), 0, "the item is gone");
-    let now = ops::get(&store, job, "remind-1").await.unwrap().record;
-    assert_eq!(now.state, State::Cancelled);
 }
 
 /// A guarded job released for a retry: the operation page's history shows
@@ -612,6 +682,7 @@ async fn all<S: OperatorStore + Clone>(url: &str, store: S) {
     stuck_lists_page_and_filter(url, store.clone()).await;
     cancel_withdraws_a_completed_operation(url, store.clone()).await;
     cancel_after_a_claim_looks_at_the_destination(url, store.clone()).await;
+    cancel_without_a_lookup_holds_a_queued_operation(url, store.clone()).await;
     pages_need_a_login(url, store.clone()).await;
     resolve_from_the_page(url, store.clone()).await;
     a_stale_form_changes_nothing(url, store.clone()).await;

@@ -54,6 +54,10 @@ pub const CANCEL_KEPT: &str =
 /// a queued or failed row withdrew the item an earlier claim had sent.
 pub const CANCEL_WITHDREW_EARLIER: &str =
     "an operator's cancel withdrew the item an earlier claim of a queued or failed row sent";
+/// Reached only where the destination cannot look up: an operator's cancel
+/// held a queued row an earlier claim may have sent, stopping its retry.
+pub const CANCEL_HELD_UNLOOKED: &str =
+    "an operator's cancel held a queued row an earlier claim may have sent, not looked up";
 /// Liveness: no claim is left when nothing more can happen.
 pub const STALE_SETTLED: &str = "a stale claim is always eventually settled by its policy";
 
@@ -134,6 +138,12 @@ impl stateright::Model for Model {
                 CANCEL_WITHDREW_EARLIER,
                 |_, w: &World| w.history.cancel_withdrew_earlier,
             ));
+        } else if self.kind != EffectKind::Local {
+            // (A local effect commits with its claim: nothing is queued
+            // after one.)
+            properties.push(Property::sometimes(CANCEL_HELD_UNLOOKED, |_, w: &World| {
+                w.history.cancel_held_unlooked
+            }));
         }
         properties
     }

@@ -223,6 +223,9 @@ pub struct History {
     /// An operator's cancel of a queued or failed row found an earlier
     /// claim's item at the destination and withdrew it.
     pub cancel_withdrew_earlier: bool,
+    /// An operator's cancel held a queued row an earlier claim may have
+    /// acted on, because the destination could not be asked.
+    pub cancel_held_unlooked: bool,
 }
 
 impl World {

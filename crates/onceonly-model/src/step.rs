@@ -437,8 +437,10 @@ impl Model {
     /// The operator's cancel of a queued or failed row read as `r`
     /// (`ops::cancel`): at once when it was never claimed; otherwise only
     /// after a lookup at the destination, withdrawing what it finds (when
-    /// `withdraw_works`). Without a lookup, or when the withdraw fails, it
-    /// changes nothing and says so. `true` when the cancel is finished.
+    /// `withdraw_works`). Without a lookup it holds a queued row
+    /// ([`Move::cancel_not_looked_up`]) and leaves a failed one; when the
+    /// withdraw fails it changes nothing and says so. `true` when the
+    /// cancel is finished.
     fn cancel_unclaimed(
         &self,
         w: &mut World,
@@ -452,8 +454,17 @@ impl Model {
             return write(w, None, m.rule(), r.token, None);
         }
         if !self.operator_looks_up() {
-            // Not looked up: refused, nothing changed.
-            return true;
+            // Not looked up: a queued row is held (its retry stopped; the
+            // person resolves it), a failed one left as it is. The hold is
+            // fenced on the token read.
+            return match Move::cancel_not_looked_up(r.state) {
+                Some(hold) => {
+                    let held = write(w, None, hold.rule(), r.token, None);
+                    w.history.cancel_held_unlooked |= held;
+                    held
+                }
+                None => true,
+            };
         }
         // The lookup runs on the destination as it is now. An item found is
         // withdrawn only while the row still stands as read (no claim since:

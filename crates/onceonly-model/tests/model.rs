@@ -4,7 +4,8 @@
 
 use onceonly::{EffectKind, StalePolicy};
 use onceonly_model::checker::{
-    CANCELLED_NOTHING_LIVE, CANCEL_NOT_DROPPED, CANCEL_WITHDREW_EARLIER, NO_STALE_WRITE,
+    CANCELLED_NOTHING_LIVE, CANCEL_HELD_UNLOOKED, CANCEL_NOT_DROPPED, CANCEL_WITHDREW_EARLIER,
+    NO_STALE_WRITE,
 };
 use onceonly_model::{check, Bounds, Bug};
 
@@ -90,4 +91,19 @@ fn a_cancel_after_a_claim_withdraws_what_it_sent() {
     let r = check(EffectKind::Lookup, small(), None);
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert!(r.reached.contains(&CANCEL_WITHDREW_EARLIER), "{r:?}");
+}
+
+/// Where the destination cannot look up, the operator's cancel of a queued
+/// row an earlier claim may have sent holds it (its retry stopped) instead
+/// of doing nothing; every invariant holds on that path too.
+#[test]
+fn a_cancel_that_cannot_look_holds_a_queued_row() {
+    for kind in [
+        EffectKind::Keyed,
+        EffectKind::Opaque(StalePolicy::AtLeastOnce),
+    ] {
+        let r = check(kind, small(), None);
+        assert!(r.violations.is_empty(), "{:#?}", r.violations);
+        assert!(r.reached.contains(&CANCEL_HELD_UNLOOKED), "{r:?}");
+    }
 }

@@ -26,7 +26,9 @@ pub enum AuditKind {
     /// A claim past its lease was taken over (to claimed, held or failed, as
     /// the policy says).
     TakeOver,
-    /// The owner put its own claim on hold: the effect's outcome is unknown.
+    /// The owner put its own claim on hold (the effect's outcome is
+    /// unknown), or an operator's cancel held a queued row it could not
+    /// look up at the destination.
     Hold,
     /// A worker found its claim gone when it came to write.
     LostClaim,
@@ -96,7 +98,7 @@ impl AuditKind {
                 Transition::TakeOver(Settle::Hold),
                 Transition::TakeOver(Settle::Fail),
             ],
-            AuditKind::Hold => &[Transition::Move(Hold)],
+            AuditKind::Hold => &[Transition::Move(Hold), Transition::Move(HoldQueued)],
             AuditKind::LostClaim => &[
                 Transition::Heartbeat,
                 Transition::Move(Complete),

@@ -111,10 +111,11 @@ pub enum CancelOutcome {
         /// Why it could not be withdrawn.
         reason: String,
     },
-    /// Not cancelled, nothing changed: the operation is queued or failed
-    /// after `attempts` claims, any of which may have sent it, and the
-    /// destination could not be asked whether it did (none was given, or it
-    /// cannot look up). See [`unclaimed_may_have_acted`].
+    /// Not cancelled, nothing changed: the operation failed after
+    /// `attempts` claims, any of which may have sent it, and the destination
+    /// could not be asked whether it did (none was given, or it cannot look
+    /// up). Nothing retries a failed operation, so nothing needed stopping.
+    /// See [`unclaimed_may_have_acted`].
     NotLookedUp {
         /// Claims taken so far.
         attempts: i64,
@@ -123,6 +124,17 @@ pub enum CancelOutcome {
     },
     /// Held: nobody knows whether the item exists; a person resolves it.
     Held,
+    /// Not cancelled, held by this cancel: the operation was queued after
+    /// `attempts` claims, any of which may have sent it, and the destination
+    /// could not be asked whether it did. Its retry is stopped; a person
+    /// checks the destination and resolves it (cancelled, or queued to be
+    /// sent after all). See [`Move::HoldQueued`].
+    HeldNotLookedUp {
+        /// Claims taken so far.
+        attempts: i64,
+        /// Why the destination was not asked.
+        reason: String,
+    },
 }
 
 /// Cancels an operation as docs/DESIGN.md section 2 says.
@@ -130,8 +142,10 @@ pub enum CancelOutcome {
 /// Queued and never claimed: cancelled at once. Queued or failed after a
 /// claim, which may have sent it: looked up through `destination` first;
 /// what it finds is withdrawn, then the row cancelled (see
-/// [`CancelOutcome::NotLookedUp`] and [`CancelOutcome::StillLive`] for when
-/// it is not). Claimed: cancel requested (see
+/// [`CancelOutcome::StillLive`] for when it is not). When it cannot be
+/// looked up, a queued row is held so that its retry cannot send again
+/// ([`CancelOutcome::HeldNotLookedUp`]) and a failed one is left as it is
+/// ([`CancelOutcome::NotLookedUp`]). Claimed: cancel requested (see
 /// [`CancelOutcome::Requested`]). Completed: withdrawn through `destination`
 /// first and only then marked cancelled; without a destination or when the
 /// withdraw fails it stays completed and [`CancelOutcome::StillLive`] says so
@@ -232,6 +246,7 @@ async fn cancel_unclaimed<S: Store, E: Effect>(
         Look::Nothing => None,
         Look::Withdrawn(ext) => Some(ext),
         Look::Instead(outcome) => return Ok(Some(outcome)),
+        Look::NotLookedUp(reason) => return not_looked_up(store, r, actor, reason).await,
         Look::Moved => return Ok(None),
     };
     let cancel = Move::cancel_from(r.state).expect("queued and failed rows have a cancel move");
@@ -252,6 +267,35 @@ async fn cancel_unclaimed<S: Store, E: Effect>(
     Ok(Some(CancelOutcome::Cancelled {
         withdrawn_ref: withdrawn,
     }))
+}
+
+/// A queued or failed row `r` that an earlier claim may have acted on, and
+/// whose destination could not be asked (`reason`): a queued row is held
+/// ([`Move::cancel_not_looked_up`]), a failed one left as it is. `None`
+/// when the fenced write found the row moved.
+async fn not_looked_up<S: Store>(
+    store: &S,
+    r: &Record,
+    actor: &str,
+    reason: String,
+) -> Result<Option<CancelOutcome>> {
+    let attempts = r.attempts;
+    let Some(hold) = Move::cancel_not_looked_up(r.state) else {
+        return Ok(Some(CancelOutcome::NotLookedUp { attempts, reason }));
+    };
+    let note = format!(
+        "held by an operator's cancel: claimed {attempts} time(s) and may have been sent, and \
+         {reason}; a person checks the destination and resolves it"
+    );
+    let p = hold.op(&r.job_type, &r.op_key, r.token).with_error(&note);
+    if !store.op_move(&p).await? {
+        return Ok(None);
+    }
+    info!(job = %r.job_type, key = %r.op_key, attempts, "held, not cancelled: not looked up");
+    let detail = format!("{note} (cancel asked by {actor})");
+    let states = [r.state, hold.to()];
+    audit(store, r, AuditKind::Hold, actor, states, &detail).await;
+    Ok(Some(CancelOutcome::HeldNotLookedUp { attempts, reason }))
 }
 
 /// Asks the owner of the live claim `r` to cancel. `None` when the fenced
@@ -288,9 +332,11 @@ enum Look {
     Nothing,
     /// The lookup found this item, and it was withdrawn.
     Withdrawn(String),
-    /// Not cancelled, nothing changed: the item is live and not withdrawn,
-    /// or the destination was not asked.
+    /// Not cancelled, nothing changed: the item is live and not withdrawn.
     Instead(CancelOutcome),
+    /// An earlier claim may have sent it, and the destination could not be
+    /// asked, for this reason.
+    NotLookedUp(String),
     /// The row moved after it was read: nothing withdrawn, read again.
     Moved,
 }
@@ -309,14 +355,8 @@ async fn unclaimed_at_destination<S: Store, E: Effect>(
     if !unclaimed_may_have_acted(r.attempts) {
         return Ok(Look::Nothing);
     }
-    let not_looked_up = |reason: String| {
-        Look::Instead(CancelOutcome::NotLookedUp {
-            attempts: r.attempts,
-            reason,
-        })
-    };
     let Some(dest) = destination else {
-        return Ok(not_looked_up(
+        return Ok(Look::NotLookedUp(
             "no destination was given to look it up".into(),
         ));
     };
@@ -331,7 +371,7 @@ async fn unclaimed_at_destination<S: Store, E: Effect>(
     let ext = match dest.lookup(&ctx).await {
         LookupOutcome::NotFound => return Ok(Look::Nothing),
         LookupOutcome::Unavailable(why) => {
-            return Ok(not_looked_up(format!(
+            return Ok(Look::NotLookedUp(format!(
                 "the destination could not look it up: {why}"
             )))
         }

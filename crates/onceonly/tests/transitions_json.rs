@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use onceonly::protocol::{cancel_unsent, policy_table, table, unclaimed_may_have_acted};
+use onceonly::protocol::{cancel_unsent, policy_table, table, unclaimed_may_have_acted, Move};
 use onceonly::{AuditKind, State};
 use serde_json::{json, Value};
 
@@ -41,6 +41,15 @@ fn generated() -> Value {
             })
         })
         .collect();
+    let not_looked_up: Vec<Value> = [State::Queued, State::Failed]
+        .into_iter()
+        .map(|from| {
+            json!({
+                "from": from,
+                "move": Move::cancel_not_looked_up(from).map(|m| m.rule().name),
+            })
+        })
+        .collect();
     json!({
         "about": "The onceonly protocol's transitions, generated from crates/onceonly/src/protocol (see protocol/README.md). Do not edit: run ONCEONLY_BLESS=1 cargo test -p onceonly --test transitions_json.",
         "states": State::ALL,
@@ -49,6 +58,7 @@ fn generated() -> Value {
         "cancel_unsent": cancel_unsent,
         "operator_cancel_of_queued_or_failed": operator_cancel,
         "audit_events": audit_events,
+        "operator_cancel_not_looked_up": not_looked_up,
     })
 }
 

@@ -1,7 +1,9 @@
 //! `onceonly cancel`: cancel an operation and withdraw it at the destination.
 //! Exits 0 only when the operation ends cancelled with nothing of it live;
 //! a queued or failed operation that was claimed before is looked up at the
-//! destination first, and without one that can look it is left as it is.
+//! destination first. Without one that can look, a queued operation is held
+//! (its retry stopped) for a person to resolve, and a failed one is left as
+//! it is.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -126,6 +128,17 @@ async fn cancel_and_wait<S: Store>(
                 "{name} not cancelled: it was claimed {attempts} time(s) and may have been sent, and {reason}. \
                  Nothing was changed. Give --http URL or --config FILE (with the job's lookup request) \
                  so the cancel can look at the destination and withdraw what it finds; or check the destination by hand."
+            ),
+        ),
+        CancelOutcome::HeldNotLookedUp { attempts, reason } => (
+            1,
+            format!(
+                "{name} held, not cancelled: it was claimed {attempts} time(s) and may have been sent, and {reason}; \
+                 its retry is stopped. Check the destination, then \
+                 `onceonly resolve --job {job} --key {key} --as cancelled --reason WHY` \
+                 (or --as queued to send it after all, --as completed --ref REF if it was sent)",
+                job = args.job,
+                key = args.key,
             ),
         ),
         CancelOutcome::Held => (

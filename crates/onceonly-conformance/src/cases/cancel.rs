@@ -96,9 +96,9 @@ impl Effect for Blind {
 
 /// A queued row released after an unknown outcome (at-least-once redoes
 /// it), with the item live: the earlier claim did send it. The operator's
-/// cancel must find out at the destination: with none given, or one that
-/// cannot look up, it is refused and nothing changes; with one that looks
-/// up, the item is withdrawn and then the row cancelled, naming it.
+/// cancel must find out at the destination: with one that looks up, the
+/// item is withdrawn and then the row cancelled, naming it (see
+/// [`cancel_after_a_claim_holds_when_not_looked_up`] for one that cannot).
 pub async fn cancel_after_a_claim_withdraws_what_it_sent<F: StoreFactory>(factory: &F) {
     let store = factory.fresh().await;
     let dest = CountingEffect::opaque();
@@ -115,20 +115,6 @@ pub async fn cancel_after_a_claim_withdraws_what_it_sent<F: StoreFactory>(factor
         dest.live("op"),
         "the unknown outcome did reach the destination"
     );
-
-    for out in [
-        ops::cancel(&store, "send", "op", NO_DEST).await.unwrap(),
-        ops::cancel(&store, "send", "op", Some(&Blind))
-            .await
-            .unwrap(),
-    ] {
-        assert!(
-            matches!(out, CancelOutcome::NotLookedUp { attempts: 1, .. }),
-            "an earlier claim may have sent it: {out:?}"
-        );
-        assert_eq!(record(&store, "send", "op").await, released, "unchanged");
-    }
-    assert!(dest.live("op"));
 
     let out = ops::cancel(&store, "send", "op", Some(&dest))
         .await
@@ -147,6 +133,104 @@ pub async fn cancel_after_a_claim_withdraws_what_it_sent<F: StoreFactory>(factor
         (State::Cancelled, 1, Some("ref-op")),
         "the record names what was withdrawn"
     );
+}
+
+/// The same queued row when the cancel cannot look it up (no destination
+/// given, or one that cannot look up): it is held, not cancelled, under the
+/// token read, with a `hold` event naming the operator and why; a relay
+/// run afterwards does not send it again; the item is left for the person
+/// who resolves it. A failed row in the same case is left as it is
+/// (nothing retries it).
+pub async fn cancel_after_a_claim_holds_when_not_looked_up<F: StoreFactory>(factory: &F) {
+    use onceonly::relay::{Relay, RelayConfig};
+
+    let store = factory.fresh().await;
+    let dest = CountingEffect::opaque();
+    let kind = EffectKind::Opaque(StalePolicy::AtLeastOnce);
+    for (key, why) in [
+        ("none", "no destination was given to look it up"),
+        ("blind", "the destination could not look it up"),
+    ] {
+        dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+        guard(&store, "send", kind)
+            .run(key, &order(1), &dest)
+            .await
+            .unwrap();
+        let released = record(&store, "send", key).await;
+        assert_eq!((released.state, released.attempts), (State::Queued, 1));
+        let out = if key == "none" {
+            ops::cancel_as(&store, "send", key, NO_DEST, "alice").await
+        } else {
+            ops::cancel_as(&store, "send", key, Some(&Blind), "alice").await
+        }
+        .unwrap();
+        assert!(
+            matches!(&out, CancelOutcome::HeldNotLookedUp { attempts: 1, reason } if reason.contains(why)),
+            "an earlier claim may have sent it, and nobody can tell: {out:?}"
+        );
+        let held = record(&store, "send", key).await;
+        assert_eq!(
+            (held.state, held.token, held.attempts, &held.external_ref),
+            (State::Held, released.token, 1, &released.external_ref),
+            "held under the token read"
+        );
+        assert!(
+            held.error.as_deref().unwrap_or_default().contains(why),
+            "{held:?}"
+        );
+        let events = store.op_history("send", key).await.unwrap();
+        let last = events.last().expect("a hold event");
+        assert_eq!(
+            (last.event, last.actor.as_str(), last.token),
+            (onceonly::AuditKind::Hold, "alice", released.token)
+        );
+        assert_eq!(
+            (last.from_state, last.to_state),
+            (Some(State::Queued), Some(State::Held))
+        );
+        let detail = last.detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("alice") && detail.contains(why), "{detail}");
+        assert_eq!(
+            ops::cancel(&store, "send", key, NO_DEST).await.unwrap(),
+            CancelOutcome::Held,
+            "a second cancel leaves it to the person"
+        );
+    }
+
+    // The retry is stopped: a relay run until nothing is queued sends
+    // neither again (before, the released row was due after its backoff).
+    let g = Guard::new(store.clone(), spec("send", kind)).unwrap();
+    let config = RelayConfig {
+        workers: 1,
+        drain: true,
+        ..RelayConfig::default()
+    };
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    Relay::new(&g, &dest, config).run(stop).await.unwrap();
+    for key in ["none", "blind"] {
+        assert_eq!(dest.calls(key), 1, "{key}: sent once, not retried");
+        assert!(dest.live(key), "{key}: the item is the person's to check");
+        assert_eq!(record(&store, "send", key).await.state, State::Held);
+    }
+
+    // A failed row (an unknown outcome under at-most-once): not retried,
+    // so the cancel without a lookup leaves it as it is and says so.
+    let at_most_once = EffectKind::Opaque(StalePolicy::AtMostOnce);
+    dest.script(vec![EffectOutcome::Unknown("timed out".into())]);
+    guard(&store, "send", at_most_once)
+        .run("failed", &order(1), &dest)
+        .await
+        .unwrap();
+    let failed = record(&store, "send", "failed").await;
+    assert_eq!((failed.state, failed.attempts), (State::Failed, 1));
+    let out = ops::cancel(&store, "send", "failed", NO_DEST)
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, CancelOutcome::NotLookedUp { attempts: 1, .. }),
+        "{out:?}"
+    );
+    assert_eq!(record(&store, "send", "failed").await, failed, "unchanged");
 }
 
 /// The same, when the withdraw fails: not cancelled, the row stays queued

@@ -171,6 +171,10 @@ pub enum Move {
     CompleteWithdrawFailed,
     /// An operator cancels a queued operation.
     CancelQueued,
+    /// An operator's cancel parks a queued operation that an earlier claim
+    /// may have sent, when the destination cannot be asked: its retry is
+    /// stopped and a person resolves it.
+    HoldQueued,
     /// An operator cancels a failed operation.
     CancelFailed,
     /// An operator cancels a completed operation after withdrawing it at the
@@ -208,7 +212,7 @@ pub enum Transition {
 
 impl Move {
     /// Every move.
-    pub const ALL: [Move; 13] = [
+    pub const ALL: [Move; 14] = [
         Move::Complete,
         Move::Release,
         Move::Fail,
@@ -216,6 +220,7 @@ impl Move {
         Move::CancelClaimed,
         Move::CompleteWithdrawFailed,
         Move::CancelQueued,
+        Move::HoldQueued,
         Move::CancelFailed,
         Move::CancelCompleted,
         Move::ResolveCompleted,
@@ -238,7 +243,7 @@ impl Move {
             | Move::Hold
             | Move::CancelClaimed
             | Move::CompleteWithdrawFailed => State::Claimed,
-            Move::CancelQueued => State::Queued,
+            Move::CancelQueued | Move::HoldQueued => State::Queued,
             Move::CancelFailed => State::Failed,
             Move::CancelCompleted => State::Completed,
             Move::ResolveCompleted
@@ -261,6 +266,20 @@ impl Move {
             State::Failed => Some(Move::CancelFailed),
             State::Completed => Some(Move::CancelCompleted),
             State::Claimed | State::Held | State::Cancelled => None,
+        }
+    }
+
+    /// The operator's cancel of an unclaimed row in `from` that an earlier
+    /// claim may have acted on ([`unclaimed_may_have_acted`]) when the
+    /// destination cannot be asked: a queued row is held (its retry would
+    /// send again; nobody knows whether an item is live, so a person
+    /// resolves it); a failed one is left as it is (nothing retries it).
+    pub fn cancel_not_looked_up(from: State) -> Option<Move> {
+        match from {
+            State::Queued => Some(Move::HoldQueued),
+            State::Failed | State::Completed | State::Claimed | State::Held | State::Cancelled => {
+                None
+            }
         }
     }
 
@@ -521,6 +540,13 @@ const CANCEL_QUEUED: Rule = operator_move(
     "an operator's cancel of a queued operation: at once when never claimed, otherwise once a \
      lookup at the destination found nothing or the item found was withdrawn",
 );
+const HOLD_QUEUED: Rule = operator_move(
+    "hold_queued",
+    State::Queued,
+    State::Held,
+    "an operator's cancel of a queued operation claimed before, when the destination cannot be \
+     asked whether an earlier claim sent it: the retry is stopped and a person resolves it",
+);
 const CANCEL_FAILED: Rule = operator_move(
     "cancel_failed",
     State::Failed,
@@ -561,7 +587,7 @@ const RESOLVE_CANCELLED: Rule = operator_move(
 
 impl Transition {
     /// Every transition, in the order of [`table`].
-    pub const ALL: [Transition; 21] = [
+    pub const ALL: [Transition; 22] = [
         Transition::Enqueue,
         Transition::Claim,
         Transition::ClaimQueued,
@@ -577,6 +603,7 @@ impl Transition {
         Transition::Move(Move::CancelClaimed),
         Transition::Move(Move::CompleteWithdrawFailed),
         Transition::Move(Move::CancelQueued),
+        Transition::Move(Move::HoldQueued),
         Transition::Move(Move::CancelFailed),
         Transition::Move(Move::CancelCompleted),
         Transition::Move(Move::ResolveCompleted),
@@ -604,6 +631,7 @@ impl Transition {
                 Move::CancelClaimed => &CANCEL_CLAIMED,
                 Move::CompleteWithdrawFailed => &COMPLETE_WITHDRAW_FAILED,
                 Move::CancelQueued => &CANCEL_QUEUED,
+                Move::HoldQueued => &HOLD_QUEUED,
                 Move::CancelFailed => &CANCEL_FAILED,
                 Move::CancelCompleted => &CANCEL_COMPLETED,
                 Move::ResolveCompleted => &RESOLVE_COMPLETED,
@@ -649,6 +677,10 @@ mod tests {
         for s in State::ALL {
             if let Some(m) = Move::cancel_from(s) {
                 assert_eq!((m.from(), m.to()), (s, State::Cancelled));
+            }
+            if let Some(m) = Move::cancel_not_looked_up(s) {
+                assert_eq!((m.from(), m.to()), (s, State::Held));
+                assert_eq!(m.rule().by, Actor::Operator);
             }
             if let Some(m) = Move::resolve_to(s) {
                 assert_eq!((m.from(), m.to()), (State::Held, s));
