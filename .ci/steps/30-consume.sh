@@ -31,8 +31,27 @@ cargo clippy "${packages[@]}" --all-targets --features "$features" -- -D warning
 # onceonly-consume's unit and broker tests, the CLI's consume/replay tests
 # (the replay runs its concurrent scenario in consumer processes, on
 # JetStream and on moto, with a small --runs), then the crate's doc test.
-cargo test "${packages[@]}" --features "$features" \
-    --lib --test nats --test sqs --test consume_nats --test consume_sqs
+# The two replays spend their minutes waiting for the brokers' redelivery
+# timeouts, so the JetStream and the SQS halves run side by side (built
+# once first; each half's output is printed when it ends).
+tests=(--lib --test nats --test sqs --test consume_nats --test consume_sqs)
+cargo test "${packages[@]}" --features "$features" "${tests[@]}" --no-run
+logs=$(mktemp -d)
+cargo test "${packages[@]}" --features "$features" --lib --test nats --test consume_nats \
+    >"$logs/nats.log" 2>&1 &
+nats=$!
+cargo test "${packages[@]}" --features "$features" --test sqs --test consume_sqs \
+    >"$logs/sqs.log" 2>&1 &
+sqs=$!
+status=0
+wait "$nats" || status=$?
+cat "$logs/nats.log"
+wait "$sqs" || status=$?
+cat "$logs/sqs.log"
+if [ "$status" -ne 0 ]; then
+    echo "30-consume: a consume test failed (output above)"
+    exit "$status"
+fi
 cargo test "${packages[@]}" --features "$features" --doc
 
 echo "30-consume: $(( $(date +%s) - started ))s"
