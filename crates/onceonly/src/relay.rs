@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
 use serde::Serialize;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::effect::Effect;
 use crate::error::{Error, Result};
-use crate::guard::{Attempt, Guard, Outcome};
+use crate::guard::{Attempt, DoneAttempt, Guard, Outcome};
 use crate::key::Payload;
 use crate::record::State;
 use crate::store::{OpClaimBatch, OpList, Store};
@@ -353,9 +353,17 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         Ok(())
     }
 
+    /// Claims, acts, and writes back the round's done effects alongside the
+    /// next claim: the completion and the next claim are independent (the
+    /// claim takes only queued rows, the completion only this loop's claimed
+    /// ones), so a loop waits out one commit per round instead of two. The
+    /// effects of one round still run only after its claim and before the
+    /// next claim is acted on, so a loop never has more than one round's
+    /// effects in flight.
     async fn claim_loop(&self, mut stop: watch::Receiver<bool>) {
         let spec = self.guard.spec();
         let mut idle = self.config.poll;
+        let mut writing_back: Option<BoxFuture<'_, ()>> = None;
         while !*stop.borrow() {
             let p = OpClaimBatch {
                 job_type: &spec.job_type,
@@ -363,7 +371,12 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                 lease: spec.lease,
                 limit: self.config.batch.max(1),
             };
-            match self.guard.store().op_claim_batch(&p).await {
+            let claim = self.guard.store().op_claim_batch(&p);
+            let claimed = match writing_back.take() {
+                Some(write_back) => futures::join!(claim, write_back).0,
+                None => claim.await,
+            };
+            match claimed {
                 Ok(claims) if !claims.is_empty() => {
                     let claimed_at = Instant::now();
                     self.stats
@@ -374,15 +387,8 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                         self.release(&claims).await;
                         break;
                     }
-                    if self.config.batch > 1 {
-                        self.act_batched(&claims, claimed_at).await;
-                    } else {
-                        let runs = claims.iter().map(|(record, claim)| async move {
-                            let outcome = self.guard.run_claimed(record, claim, self.effect).await;
-                            self.settled(&record.op_key, &outcome, Some(claimed_at));
-                        });
-                        join_all(runs).await;
-                    }
+                    let done = self.act(&claims, claimed_at).await;
+                    writing_back = Some(Box::pin(self.write_back(done, claimed_at)));
                     continue;
                 }
                 Ok(_) => {
@@ -406,15 +412,19 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                 _ = stop.changed() => {}
             }
         }
+        if let Some(write_back) = writing_back {
+            write_back.await;
+        }
     }
 
-    /// Acts on a batch concurrently, then completes every done effect in one
-    /// statement; other outcomes were recorded one by one.
-    async fn act_batched(
+    /// Acts on a round's claims concurrently. Outcomes other than done are
+    /// recorded one by one here; the done effects are returned for
+    /// [`Relay::write_back`].
+    async fn act(
         &self,
         claims: &[(crate::Record, crate::store::Claim)],
         claimed_at: Instant,
-    ) {
+    ) -> Vec<DoneAttempt> {
         let attempts = claims
             .iter()
             .map(|(record, claim)| self.guard.attempt_claimed(record, claim, self.effect));
@@ -427,9 +437,24 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                 }
             }
         }
-        for (op_key, outcome) in self.guard.complete_batch(done, self.effect).await {
-            self.settled(&op_key, &outcome, Some(claimed_at));
+        done
+    }
+
+    /// Records a round's done effects: with batches, in one statement;
+    /// otherwise each with its own fenced move, as a single run does.
+    async fn write_back(&self, done: Vec<DoneAttempt>, claimed_at: Instant) {
+        if self.config.batch > 1 {
+            for (op_key, outcome) in self.guard.complete_batch(done, self.effect).await {
+                self.settled(&op_key, &outcome, Some(claimed_at));
+            }
+            return;
         }
+        let completions = done.into_iter().map(|d| async move {
+            let op_key = d.op_key().to_owned();
+            let outcome = self.guard.complete(d, self.effect).await;
+            self.settled(&op_key, &outcome, Some(claimed_at));
+        });
+        join_all(completions).await;
     }
 
     /// Logs and counts an outcome; `claimed_at` when this relay held a

@@ -29,6 +29,26 @@ impl<S: Store> Guard<S> {
         }
     }
 
+    /// Completes one done attempt, fenced by its token: the same move
+    /// [`Guard::run_claimed`] makes after the effect, made later (a relay
+    /// sends it alongside its next claim).
+    pub async fn complete<E: Effect>(&self, done: DoneAttempt, effect: &E) -> Result<Outcome> {
+        let DoneAttempt {
+            ctx,
+            external_ref,
+            result,
+        } = done;
+        self.record(
+            &ctx,
+            EffectOutcome::Done {
+                external_ref,
+                result,
+            },
+            effect,
+        )
+        .await
+    }
+
     /// Completes done attempts in one statement, each fenced by its own
     /// token. An attempt the statement did not complete is settled alone:
     /// withdrawn when an operator asked to cancel meanwhile, otherwise
