@@ -125,6 +125,8 @@ macro_rules! conformance_tests {
             timeout_stops_the_effect_before_it_acts,
             heartbeat_stops_a_worker_whose_claim_was_taken,
             unrenewed_lease_stops_the_effect,
+            // relay
+            relay_claims_next_while_writing_back,
             // retention
             purge_deletes_only_old_finished_records,
             relay_applies_its_retention,

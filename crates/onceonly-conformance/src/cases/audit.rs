@@ -223,14 +223,13 @@ pub async fn relay_retries_and_shutdown_are_audited<F: StoreFactory>(factory: &F
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
     let relay_store = super::intercept::Intercept {
-        inner: store.clone(),
         after_claim_batch: Arc::new(move |_claimed| {
             let stop_tx = stop_tx.clone();
             Box::pin(async move {
                 stop_tx.send_replace(true);
             }) as futures::future::BoxFuture<'static, ()>
         }),
-        fail_heartbeats: false,
+        ..super::intercept::Intercept::new(store.clone())
     };
     let stopping = guard(&relay_store, "send", EffectKind::Keyed).with_owner("relay");
     let config = RelayConfig {

@@ -591,9 +591,8 @@ pub async fn relay_shutdown_keeps_a_cancel_request<F: StoreFactory>(factory: &F)
         )
     };
     let relay_store = super::intercept::Intercept {
-        inner: store.clone(),
         after_claim_batch: hook,
-        fail_heartbeats: false,
+        ..super::intercept::Intercept::new(store.clone())
     };
     let g = Guard::new(relay_store, spec("send", EffectKind::Keyed)).unwrap();
     let dest = CountingEffect::keyed();

@@ -1,8 +1,10 @@
 //! A store that runs a hook right after each batch claim (it opens the
 //! window between a relay's claim and its next step, deterministically, so
-//! a case can put an operator's action there), and can fail every
-//! heartbeat (the database unreachable from one worker only).
+//! a case can put an operator's action there) and one before each
+//! completion, counts the batch claims begun, and can fail every heartbeat
+//! (the database unreachable from one worker only).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use onceonly::store::{
@@ -15,21 +17,40 @@ use onceonly::{AuditEvent, ClockOffset, DbTime, Record, Result, Snapshot, Store}
 pub(crate) type AfterClaimBatch =
     Arc<dyn Fn(Vec<(Record, Claim)>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
-/// `S`, with [`AfterClaimBatch`] run after every non-empty batch claim.
+/// Called with the keys about to be completed (one move to completed, or a
+/// batch completion), before the store is asked.
+pub(crate) type BeforeCompletion =
+    Arc<dyn Fn(Vec<String>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// `S`, with [`AfterClaimBatch`] run after every non-empty batch claim and
+/// [`BeforeCompletion`] before every completion.
 #[derive(Clone)]
 pub(crate) struct Intercept<S> {
     pub(crate) inner: S,
     pub(crate) after_claim_batch: AfterClaimBatch,
+    pub(crate) before_completion: BeforeCompletion,
+    /// Batch claims begun so far, counted before the store is asked.
+    pub(crate) claim_batches_begun: Arc<AtomicU64>,
     pub(crate) fail_heartbeats: bool,
 }
 
 impl<S> Intercept<S> {
-    /// `inner` with no hook, every heartbeat failing.
-    pub(crate) fn failing_heartbeats(inner: S) -> Self {
+    /// `inner` with no hooks.
+    pub(crate) fn new(inner: S) -> Self {
         Self {
             inner,
             after_claim_batch: Arc::new(|_| Box::pin(async {})),
+            before_completion: Arc::new(|_| Box::pin(async {})),
+            claim_batches_begun: Arc::default(),
+            fail_heartbeats: false,
+        }
+    }
+
+    /// `inner` with no hook, every heartbeat failing.
+    pub(crate) fn failing_heartbeats(inner: S) -> Self {
+        Self {
             fail_heartbeats: true,
+            ..Self::new(inner)
         }
     }
 }
@@ -57,6 +78,9 @@ impl<S: Store + Clone> Store for Intercept<S> {
         self.inner.op_take_over(p).await
     }
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
+        if p.to == onceonly::State::Completed {
+            (self.before_completion)(vec![p.op_key.to_owned()]).await;
+        }
         self.inner.op_move(p).await
     }
     async fn op_move_in(&self, conn: &mut S::Conn, p: &OpMove<'_>) -> Result<bool> {
@@ -95,6 +119,7 @@ impl<S: Store + Clone> Store for Intercept<S> {
         self.inner.op_enqueue_in(conn, p).await
     }
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
+        self.claim_batches_begun.fetch_add(1, Ordering::SeqCst);
         let claimed = self.inner.op_claim_batch(p).await?;
         if !claimed.is_empty() {
             (self.after_claim_batch)(claimed.clone()).await;
@@ -102,6 +127,8 @@ impl<S: Store + Clone> Store for Intercept<S> {
         Ok(claimed)
     }
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
+        let keys = p.items.iter().map(|c| c.op_key.to_owned()).collect();
+        (self.before_completion)(keys).await;
         self.inner.op_complete_batch(p).await
     }
     async fn op_audit(&self, p: &OpAudit<'_>) -> Result<()> {
