@@ -56,46 +56,41 @@ fn event_count(row: &PgRow) -> sqlx::Result<EventCount> {
     })
 }
 
-impl OperatorStore for PgStore {
-    async fn op_counts_live(&self) -> Result<Vec<LiveCount>> {
-        let sql = in_schema(LIVE, self.schema());
-        let rows = sqlx::query(&sql)
-            .bind(self.offset())
-            .fetch_all(self.pool())
-            .await
-            .map_err(self.err())?;
+impl PgStore {
+    /// Runs one of the operator's count queries (bound to the clock offset
+    /// and, for the finished rows and events, the window) and decodes its rows.
+    async fn operator_counts<T>(
+        &self,
+        query: &str,
+        window: Option<Duration>,
+        decode: fn(&PgRow) -> sqlx::Result<T>,
+    ) -> Result<Vec<T>> {
+        let sql = in_schema(query, self.schema());
+        let mut q = sqlx::query(&sql).bind(self.offset());
+        if let Some(window) = window {
+            q = q.bind(millis(window));
+        }
+        let rows = q.fetch_all(self.pool()).await.map_err(self.err())?;
         rows.iter()
-            .map(live)
+            .map(decode)
             .collect::<sqlx::Result<_>>()
             .map_err(self.err())
+    }
+}
+
+impl OperatorStore for PgStore {
+    async fn op_counts_live(&self) -> Result<Vec<LiveCount>> {
+        self.operator_counts(LIVE, None, live).await
     }
 
     async fn op_counts_finished(&self, window: Duration) -> Result<Vec<StateCount>> {
-        let sql = in_schema(FINISHED, self.schema());
-        let rows = sqlx::query(&sql)
-            .bind(self.offset())
-            .bind(millis(window))
-            .fetch_all(self.pool())
+        self.operator_counts(FINISHED, Some(window), state_count)
             .await
-            .map_err(self.err())?;
-        rows.iter()
-            .map(state_count)
-            .collect::<sqlx::Result<_>>()
-            .map_err(self.err())
     }
 
     async fn op_counts_events(&self, window: Duration) -> Result<Vec<EventCount>> {
-        let sql = in_schema(EVENTS, self.schema());
-        let rows = sqlx::query(&sql)
-            .bind(self.offset())
-            .bind(millis(window))
-            .fetch_all(self.pool())
+        self.operator_counts(EVENTS, Some(window), event_count)
             .await
-            .map_err(self.err())?;
-        rows.iter()
-            .map(event_count)
-            .collect::<sqlx::Result<_>>()
-            .map_err(self.err())
     }
 
     async fn op_page(&self, p: &OpPage<'_>) -> Result<Vec<Record>> {
