@@ -22,8 +22,6 @@ fn options(url: &str) -> Options {
     o
 }
 
-/// The resolve form's fields for the operation page `page`, as a browser
-/// would send them.
 /// The fields every action form carries: the operation, the state and token
 /// the page showed (the fence), and the session's CSRF token.
 fn cancel_form(page: &str, job: &str, key: &str) -> Vec<(String, String)> {
@@ -39,6 +37,24 @@ fn cancel_form(page: &str, job: &str, key: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Sends the cancel form of the operation page `page` as a browser would;
+/// returns the response's status.
+async fn post_cancel(
+    c: &reqwest::Client,
+    base: &str,
+    page: &str,
+    job: &str,
+    key: &str,
+) -> reqwest::StatusCode {
+    c.post(format!("{base}/op/cancel"))
+        .form(&cancel_form(page, job, key))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// The resolve form's fields for the operation page `page`.
 fn resolve_form(
     page: &str,
     job: &str,
@@ -223,12 +239,7 @@ async fn a_stale_form_changes_nothing<S: OperatorStore + Clone>(url: &str, store
     let (_, page) = get(&c, &format!("{base}{path}")).await;
     assert!(page.contains("id=\"cancel-form\""), "{page}");
     let claimed = dead_claim(&store, job, "order-10", &payload).await;
-    let form = cancel_form(&page, job, "order-10");
-    c.post(format!("{base}/op/cancel"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
+    post_cancel(&c, &base, &page, job, "order-10").await;
     let (_, after) = get(&c, &format!("{base}{path}")).await;
     assert!(after.contains("moved since you looked"), "{after}");
     let now = ops::get(&store, job, "order-10").await.unwrap().record;
@@ -238,12 +249,7 @@ async fn a_stale_form_changes_nothing<S: OperatorStore + Clone>(url: &str, store
     );
     // Looked at again, the cancel goes through as a request to the owner.
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    let form = cancel_form(&page, job, "order-10");
-    c.post(format!("{base}/op/cancel"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
+    post_cancel(&c, &base, &page, job, "order-10").await;
     let now = ops::get(&store, job, "order-10").await.unwrap().record;
     assert!(now.cancel_requested);
     let last = store.op_history(job, "order-10").await.unwrap();
@@ -480,14 +486,8 @@ async fn cancel_withdraws_a_completed_operation<S: OperatorStore + Clone>(url: &
     let c = logged_in(&base, "alice", Some(TOKEN)).await;
     let path = op_path(job, "invite-1");
     let (_, page) = get(&c, &format!("{base}{path}")).await;
-    let form = cancel_form(&page, job, "invite-1");
-    let res = c
-        .post(format!("{base}/op/cancel"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 303);
+    let status = post_cancel(&c, &base, &page, job, "invite-1").await;
+    assert_eq!(status, 303);
     let (_, after) = get(&c, &format!("{base}{path}")).await;
     assert!(after.contains("withdrawn at the destination"), "{after}");
     assert_eq!(server.live("send_invite:invite-1"), 0, "the item is gone");
@@ -547,14 +547,8 @@ async fn cancel_after_a_claim_looks_at_the_destination<S: OperatorStore + Clone>
         page.contains("looks it up at the destination first"),
         "{page}"
     );
-    let form = cancel_form(&page, job, "remind-1");
-    let res = c
-        .post(format!("{base}/op/cancel"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 303);
+    let status = post_cancel(&c, &base, &page, job, "remind-1").await;
+    assert_eq!(status, 303);
     let (_, after) = get(&c, &format!("{base}{path}")).await;
     assert!(after.contains("withdrawn at the destination"), "{after}");
     assert_eq!(server.live("send_reminder:remind-1"), 0, "the item is gone");
@@ -593,14 +587,8 @@ async fn cancel_without_a_lookup_holds_a_queued_operation<S: OperatorStore + Clo
         let c = logged_in(&base, "alice", Some(TOKEN)).await;
         let (_, page) = get(&c, &format!("{base}{path}")).await;
         assert!(page.contains("may have been sent"), "{page}");
-        let form = cancel_form(&page, job, key);
-        let res = c
-            .post(format!("{base}/op/cancel"))
-            .form(&form)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 303);
+        let status = post_cancel(&c, &base, &page, job, key).await;
+        assert_eq!(status, 303);
         let (_, after) = get(&c, &format!("{base}{path}")).await;
         assert!(
             after.contains("Held by alice (console), not cancelled")
