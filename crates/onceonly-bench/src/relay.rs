@@ -188,22 +188,30 @@ async fn drain<T: BenchTarget, E: Effect>(
     let start = Instant::now();
     relay.run(stop).await?;
     let elapsed = start.elapsed();
-    let records = store
-        .op_list(&OpList {
-            job_type: Some(job),
-            ..OpList::default()
-        })
-        .await?;
-    let completed = records
-        .iter()
-        .filter(|r| r.state == State::Completed)
-        .count();
+    let (records, completed) = job_records(store, job).await?;
     anyhow::ensure!(
         completed == n,
         "relay bench: {completed} of {n} completed ({})",
         relay.stats().summary()
     );
     Ok((n as f64 / elapsed.as_secs_f64(), records))
+}
+
+/// Every record of `job`, and how many of them are completed.
+pub(crate) async fn job_records<S: Store>(
+    store: &S,
+    job: &str,
+) -> anyhow::Result<(Vec<onceonly::Record>, usize)> {
+    let list = OpList {
+        job_type: Some(job),
+        ..OpList::default()
+    };
+    let records = store.op_list(&list).await?;
+    let completed = records
+        .iter()
+        .filter(|r| r.state == State::Completed)
+        .count();
+    Ok((records, completed))
 }
 
 /// The same claim and completion statements, with no guard and no effect,

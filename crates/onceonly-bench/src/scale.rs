@@ -15,14 +15,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use onceonly::store::OpList;
-use onceonly::{State, Store};
+use onceonly::Store;
 use onceonly_http::test_server::{Mode, TestServer};
 use onceonly_postgres::{PgOptions, PgStore};
 use serde::Serialize;
 use sqlx::{Connection, Executor, PgConnection};
 
-use crate::relay::enqueue;
+use crate::relay::{enqueue, job_records};
 use crate::{Config, Report, StoreKind};
 
 /// What [`scale_out`] measures beyond [`Config`] (which gives the
@@ -225,16 +224,7 @@ impl Run<'_> {
             );
         }
         let wall = start.elapsed();
-        let records = store
-            .op_list(&OpList {
-                job_type: Some(self.job),
-                ..OpList::default()
-            })
-            .await?;
-        let completed = records
-            .iter()
-            .filter(|r| r.state == State::Completed)
-            .count();
+        let (records, completed) = job_records(store, self.job).await?;
         anyhow::ensure!(
             completed == n,
             "{} relay processes completed {completed} of {n} operations",

@@ -56,6 +56,35 @@ fn completion<'a>(job_type: &'a str, key: &'a str, token: i64) -> OpMove<'a> {
     Move::Complete.op(job_type, key, token).with_result("null")
 }
 
+/// [`completion`] bound to `move.sql` on sqlx (either store's: they take
+/// the same parameters) as the store binds it: clock offset 0, no retry
+/// delay.
+fn bind_completion<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments<'q>>,
+    key: &'q str,
+    token: i64,
+) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+where
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let m = completion("bench_raw", key, token);
+    query
+        .bind(0_i64)
+        .bind(m.job_type)
+        .bind(m.op_key)
+        .bind(m.token)
+        .bind(m.from.as_str())
+        .bind(m.to.as_str())
+        .bind(m.external_ref)
+        .bind(m.result)
+        .bind(m.error)
+        .bind(m.unless_cancel_requested)
+        .bind(0_i64)
+}
+
 const LEASE_MS: i64 = 30_000;
 
 /// A database to measure on.
@@ -222,19 +251,7 @@ async fn sqlite_complete<'e>(
     key: &str,
     token: i64,
 ) -> anyhow::Result<u64> {
-    let m = completion("bench_raw", key, token);
-    let done = sqlx::query(sqlite_sql::MOVE)
-        .bind(0_i64)
-        .bind(m.job_type)
-        .bind(m.op_key)
-        .bind(m.token)
-        .bind(m.from.as_str())
-        .bind(m.to.as_str())
-        .bind(m.external_ref)
-        .bind(m.result)
-        .bind(m.error)
-        .bind(m.unless_cancel_requested)
-        .bind(0_i64)
+    let done = bind_completion(sqlx::query(sqlite_sql::MOVE), key, token)
         .execute(ex)
         .await?;
     Ok(done.rows_affected())
@@ -308,19 +325,7 @@ impl PgTarget {
         key: &str,
         token: i64,
     ) -> anyhow::Result<u64> {
-        let m = completion("bench_raw", key, token);
-        let done = sqlx::query(&self.move_sql)
-            .bind(0_i64)
-            .bind(m.job_type)
-            .bind(m.op_key)
-            .bind(m.token)
-            .bind(m.from.as_str())
-            .bind(m.to.as_str())
-            .bind(m.external_ref)
-            .bind(m.result)
-            .bind(m.error)
-            .bind(m.unless_cancel_requested)
-            .bind(0_i64)
+        let done = bind_completion(sqlx::query(&self.move_sql), key, token)
             .execute(ex)
             .await?;
         Ok(done.rows_affected())

@@ -1,10 +1,11 @@
 //! Throughput and latency percentiles of a run of operations.
 
 use std::future::Future;
-use std::time::Instant;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 use hdrhistogram::Histogram;
+// tokio's clock, so that a test can pause it; the system's otherwise.
+use tokio::time::Instant;
 
 /// Throughput and latency of one measurement.
 pub struct Timing {
@@ -55,10 +56,11 @@ where
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn percentiles_come_from_the_recorded_latencies() {
-        // 100 operations: 98 quick ones, then two of 40 ms, one at a time:
-        // the median is quick, the 99th percentile is a slow one.
+        // 100 operations: 98 instant ones, then two of 40 ms (on the paused
+        // clock, which the sleeps move), one at a time: the median is
+        // instant, the 99th percentile is a slow one.
         let timing = timed(100, 1, |i| async move {
             if i >= 98 {
                 tokio::time::sleep(std::time::Duration::from_millis(40)).await;
@@ -67,9 +69,14 @@ mod tests {
         })
         .await
         .unwrap();
-        assert!(timing.p50_ms < 40.0, "p50 {}", timing.p50_ms);
+        assert!(timing.p50_ms < 1.0, "p50 {}", timing.p50_ms);
         assert!(timing.p99_ms >= 40.0, "p99 {}", timing.p99_ms);
-        assert!(timing.ops_per_s > 0.0);
+        // 100 operations in the 80 ms the two slow ones took.
+        assert!(
+            (timing.ops_per_s - 1250.0).abs() < 1.0,
+            "{}",
+            timing.ops_per_s
+        );
     }
 
     #[tokio::test]

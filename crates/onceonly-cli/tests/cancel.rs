@@ -17,12 +17,13 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
-#[tokio::test]
-async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
+/// A new database and destination holding `mail:op` released after an
+/// unknown outcome: one claim under at-least-once, whose POST created the
+/// item and then answered 503, so the guard released the row to be redone.
+/// Returns them with the queued record.
+async fn released_after_sending() -> (String, TestServer, serde_json::Value) {
     let db = sqlite_url();
     let server = TestServer::start(Mode::Searchable).await.unwrap();
-    // One claim under at-least-once: the POST creates the item, then
-    // answers 503; the guard releases the row to be redone.
     server.unknown_after_create(1);
     let store = SqliteStore::connect(&db).await.unwrap();
     onceonly::Store::migrate(&store).await.unwrap();
@@ -37,6 +38,12 @@ async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
         (&before["state"], &before["attempts"]),
         (&"queued".into(), &1.into())
     );
+    (db, server, before)
+}
+
+#[tokio::test]
+async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
+    let (db, server, _) = released_after_sending().await;
 
     let (d, url) = (db.clone(), server.base_url());
     let out = blocking(move || {
@@ -63,18 +70,7 @@ async fn a_cancel_after_an_unknown_outcome_looks_at_the_destination() {
 /// the item left as it is; the printed resolve then works.
 #[tokio::test]
 async fn a_cancel_without_a_destination_holds_a_queued_operation_claimed_before() {
-    let db = sqlite_url();
-    let server = TestServer::start(Mode::Searchable).await.unwrap();
-    server.unknown_after_create(1);
-    let store = SqliteStore::connect(&db).await.unwrap();
-    onceonly::Store::migrate(&store).await.unwrap();
-    let spec = JobSpec::new("mail", EffectKind::Opaque(StalePolicy::AtLeastOnce));
-    let guard = Guard::new(store, spec).unwrap();
-    let dest = HttpDestination::new(&server.base_url(), Duration::from_secs(5)).unwrap();
-    let outcome = guard.run("op", &Payload::none(), &dest).await.unwrap();
-    assert!(matches!(outcome, Outcome::RetryLater { .. }), "{outcome:?}");
-    let before = inspect(&db, "mail")["op"].clone();
-    assert_eq!(before["state"], "queued");
+    let (db, server, before) = released_after_sending().await;
 
     let d = db.clone();
     let out = blocking(move || oo(&d, &["cancel", "--job", "mail", "--key", "op"])).await;

@@ -34,6 +34,16 @@ fn spec(job: &str) -> JobSpec {
         .timeout(Duration::from_secs(10))
 }
 
+/// `onceonly history --json` of one operation, each line parsed: the
+/// record, then its events.
+fn history_json(db: &str, job: &str, key: &str) -> Vec<Value> {
+    let out = oo(db, &["history", "--job", job, "--key", key, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
 async fn hold_then_resolve<S: Store + Clone>(db: &str, store: S) {
     let job = unique_job("history");
     let payload = Payload::parse(r#"{"order": 42}"#).unwrap();
@@ -114,12 +124,7 @@ async fn hold_then_resolve<S: Store + Clone>(db: &str, store: S) {
     assert!(stdout.contains("2 events"), "{stdout}");
 
     // JSON lines: the record, then each event, oldest first.
-    let out = oo(db, &["history", "--job", &job, "--key", "op", "--json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let rows = history_json(db, &job, "op");
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert_eq!(
         (&rows[0]["kind"], &rows[0]["state"], &rows[0]["token"]),
@@ -217,12 +222,7 @@ async fn retries_then_done<S: Store + Clone>(db: &str, store: S) {
     }
     assert!(stdout.contains("2 events"), "{stdout}");
 
-    let out = oo(db, &["history", "--job", &job, "--key", "op", "--json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let rows = history_json(db, &job, "op");
     let events: Vec<(&str, i64, i64, &str, i64)> = rows[1..]
         .iter()
         .map(|e| {

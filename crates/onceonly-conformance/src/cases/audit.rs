@@ -70,19 +70,7 @@ pub async fn happy_path_writes_no_audit<F: StoreFactory>(factory: &F) {
     ops::enqueue(&store, "send", "queued", &order(3), None)
         .await
         .unwrap();
-    let batch = store
-        .op_claim_batch(&OpClaimBatch {
-            job_type: "send",
-            owner: "relay",
-            lease: LEASE,
-            limit: 10,
-        })
-        .await
-        .unwrap();
-    let (record, claim) = batch
-        .into_iter()
-        .find(|(r, _)| r.op_key == "queued")
-        .expect("the queued operation is claimed");
+    let (record, claim) = claim_one(&store, "queued").await;
     let outcome = worker.run_claimed(&record, &claim, &dest).await.unwrap();
     assert!(is_first_done(&outcome), "{outcome:?}");
     assert_eq!(

@@ -70,19 +70,20 @@ pub async fn queued_cancel_is_immediate<F: StoreFactory>(factory: &F) {
         .await
         .unwrap();
     assert_eq!(record(&store, "send", "failed").await.state, State::Failed);
-    let out = ops::cancel(&store, "send", "failed", Some(&dest))
-        .await
-        .unwrap();
+    cancelled_finding_nothing(&store, "failed", &dest).await;
+}
+
+/// The operator's cancel of `send:key` looks at `dest`, finds nothing
+/// there, and cancels the row.
+async fn cancelled_finding_nothing<S: Store>(store: &S, key: &str, dest: &CountingEffect) {
+    let out = ops::cancel(store, "send", key, Some(dest)).await.unwrap();
     assert_eq!(
         out,
         CancelOutcome::Cancelled {
             withdrawn_ref: None
         }
     );
-    assert_eq!(
-        record(&store, "send", "failed").await.state,
-        State::Cancelled
-    );
+    assert_eq!(record(store, "send", key).await.state, State::Cancelled);
 }
 
 /// A destination that can neither look up nor withdraw.
@@ -268,19 +269,7 @@ pub async fn cancel_after_a_claim_stays_when_not_withdrawn<F: StoreFactory>(fact
         .await
         .unwrap();
     assert_eq!(record(&store, "send", "unsent").await.state, State::Queued);
-    let out = ops::cancel(&store, "send", "unsent", Some(&dest))
-        .await
-        .unwrap();
-    assert_eq!(
-        out,
-        CancelOutcome::Cancelled {
-            withdrawn_ref: None
-        }
-    );
-    assert_eq!(
-        record(&store, "send", "unsent").await.state,
-        State::Cancelled
-    );
+    cancelled_finding_nothing(&store, "unsent", &dest).await;
 }
 
 /// claimed --cancel--> cancel requested; the owner acts, then withdraws the
