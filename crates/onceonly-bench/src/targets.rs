@@ -51,6 +51,29 @@ fn sqlite_clock_ms() -> i64 {
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// `claim.sql` on sqlx (either store's: they take the same parameters) as
+/// the store binds it for a new operation with no payload: clock offset 0,
+/// owner `bench`, a lease of [`LEASE_MS`].
+fn bind_claim<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments<'q>>,
+    key: &'q str,
+) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+where
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    query
+        .bind(0_i64)
+        .bind("bench_raw")
+        .bind(key)
+        .bind("bench")
+        .bind(Payload::none().fingerprint)
+        .bind(None::<String>)
+        .bind(LEASE_MS)
+}
+
 /// The completion the raw baselines run: the protocol's, recording `null`.
 fn completion<'a>(job_type: &'a str, key: &'a str, token: i64) -> OpMove<'a> {
     Move::Complete.op(job_type, key, token).with_result("null")
@@ -232,15 +255,7 @@ async fn sqlite_claim<'e>(
     ex: impl sqlx::Executor<'e, Database = sqlx::Sqlite>,
     key: &str,
 ) -> anyhow::Result<i64> {
-    let none = Payload::none();
-    let row = sqlx::query(sqlite_sql::CLAIM)
-        .bind(0_i64)
-        .bind("bench_raw")
-        .bind(key)
-        .bind("bench")
-        .bind(&none.fingerprint)
-        .bind(None::<String>)
-        .bind(LEASE_MS)
+    let row = bind_claim(sqlx::query(sqlite_sql::CLAIM), key)
         .fetch_one(ex)
         .await?;
     Ok(row.try_get("token")?)
@@ -305,15 +320,7 @@ impl PgTarget {
         ex: impl sqlx::Executor<'e, Database = sqlx::Postgres>,
         key: &str,
     ) -> anyhow::Result<i64> {
-        let none = Payload::none();
-        let row = sqlx::query(&self.claim_sql)
-            .bind(0_i64)
-            .bind("bench_raw")
-            .bind(key)
-            .bind("bench")
-            .bind(&none.fingerprint)
-            .bind(None::<String>)
-            .bind(LEASE_MS)
+        let row = bind_claim(sqlx::query(&self.claim_sql), key)
             .fetch_one(ex)
             .await?;
         Ok(row.try_get("token")?)
