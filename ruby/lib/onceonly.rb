@@ -54,6 +54,12 @@ module Onceonly
       end
     end
 
+    # Creates or upgrades the tables of the store `url` names (idempotent, as
+    # `onceonly --db URL migrate`); how many migrations it applied.
+    def migrate(url, **options)
+      connect(url, **options).migrate
+    end
+
     # The URL with any password replaced by ***, safe to print.
     def redact(url)
       url.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@')
