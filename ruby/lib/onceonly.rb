@@ -29,6 +29,9 @@ require "onceonly/guard/local"
 #
 # Sidekiq: require "onceonly/sidekiq" (docs/sidekiq.md).
 module Onceonly
+  # What an HTTP answer to a send means (loads net/http on first use).
+  autoload :HTTP, "onceonly/http"
+
   class << self
     attr_writer :logger
 
