@@ -123,6 +123,11 @@ module Onceonly
       limit
     end
 
+    # Typed int8: operator_held.sql does not use $1, so PostgreSQL cannot infer it.
+    def clock_param(ms)
+      { value: ms.to_s, type: 20 }
+    end
+
     def statement(name)
       @statements[name] ||= self.class.in_schema(SQL.query("postgres", name.to_s), @schema).freeze
     end
