@@ -108,7 +108,7 @@ module Onceonly
       conn ? block.call(conn) : @pool.with(&block)
     rescue PG::UndefinedTable, PG::InvalidSchemaName => e
       # Only our own relations mean "not migrated"; a user's missing table stays a DatabaseError.
-      raise NotMigrated.for("PostgreSQL #{redacted}", e.message.lines.first.strip) if e.message.include?(%("#{@schema}))
+      raise NotMigrated.for("PostgreSQL #{redacted}", e.message.lines.first.strip) if e.message.match?(/"#{@schema}[."]/)
 
       raise DatabaseError, "PostgreSQL #{redacted}: #{e.message.strip}"
     rescue PG::Error => e
