@@ -6,6 +6,7 @@ import pathlib
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -106,6 +107,23 @@ def fault(kind):
         port = s.getsockname()[1]
         s.close()
         return send(f"http://127.0.0.1:{port}"), 0
+    if kind == "connect_timeout":
+        # A listening socket nobody accepts on, its queue (backlog 0) filled:
+        # a further connect gets no answer to its SYN and times out.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]
+        try:
+            for f in fillers:
+                f.setblocking(False)
+                f.connect_ex(("127.0.0.1", port))
+            time.sleep(0.2)  # the fillers' handshakes complete and fill the queue
+            return send(f"http://127.0.0.1:{port}", timeout=0.5), 0
+        finally:
+            for s in fillers + [listener]:
+                s.close()
     if kind == "dns_failure":
         return send("http://onceonly-corpus.invalid"), 0
     server = RawHTTP(kind)

@@ -33,7 +33,7 @@ class HTTPCorpusTest < Minitest::Test
   end
 
   def test_every_transport_fault_gets_its_class_through_a_real_socket
-    assert_equal %w[closed_after_write connect_refused dns_failure read_timeout reset_after_write tls_handshake],
+    assert_equal %w[closed_after_write connect_refused connect_timeout dns_failure read_timeout reset_after_write tls_handshake],
                  CORPUS["transport"].map { |c| c["error"] }.sort
     CORPUS["transport"].each do |c|
       got, written = fault(c["error"])
@@ -48,11 +48,30 @@ class HTTPCorpusTest < Minitest::Test
     when "connect_refused"
       port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
       [post("http://127.0.0.1:#{port}/items"), 0]
+    when "connect_timeout" then full_accept_queue { |port| [post("http://127.0.0.1:#{port}/items", timeout: 0.5), 0] }
     when "dns_failure" then [post("http://onceonly-corpus.invalid/items"), 0]
     when "tls_handshake" then on(RawHTTP.new(:tls_handshake)) { |s| post("https://127.0.0.1:#{s.port}/items") }
     when "read_timeout" then on(RawHTTP.new(:read_timeout)) { |s| post("http://127.0.0.1:#{s.port}/items", timeout: 0.5) }
     else on(RawHTTP.new(kind.to_sym)) { |s| post("http://127.0.0.1:#{s.port}/items") }
     end
+  end
+
+  # A listening socket nobody accepts on, its queue (backlog 0) filled: a
+  # further connect gets no answer to its SYN and times out.
+  def full_accept_queue
+    listener = Socket.new(:INET, :STREAM)
+    listener.bind(Addrinfo.tcp("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.local_address.ip_port
+    fillers = Array.new(3) do
+      Socket.new(:INET, :STREAM).tap do |c|
+        c.connect_nonblock(Addrinfo.tcp("127.0.0.1", port), exception: false)
+      end
+    end
+    sleep 0.2 # the fillers' handshakes complete and fill the queue
+    yield port
+  ensure
+    [*fillers, listener].compact.each(&:close)
   end
 
   def on(server)
