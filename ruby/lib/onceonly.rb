@@ -14,6 +14,7 @@ require "onceonly/sql"
 require "onceonly/owner"
 require "onceonly/outcome"
 require "onceonly/store"
+require "onceonly/stores/reads"
 require "onceonly/guard"
 require "onceonly/guard/act"
 require "onceonly/guard/local"
@@ -29,6 +30,9 @@ require "onceonly/guard/local"
 #
 # Sidekiq: require "onceonly/sidekiq" (docs/sidekiq.md).
 module Onceonly
+  # What an HTTP answer to a send means (loads net/http on first use).
+  autoload :HTTP, "onceonly/http"
+
   class << self
     attr_writer :logger
 
@@ -52,6 +56,12 @@ module Onceonly
         raise InvalidInput, "database URL #{redact(url).inspect}: " \
                             "expected sqlite://PATH, sqlite:///ABS/PATH or postgres://..."
       end
+    end
+
+    # Creates or upgrades the tables of the store `url` names (idempotent, as
+    # `onceonly --db URL migrate`); how many migrations it applied.
+    def migrate(url, **options)
+      connect(url, **options).migrate
     end
 
     # The URL with any password replaced by ***, safe to print.

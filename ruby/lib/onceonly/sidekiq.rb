@@ -113,3 +113,6 @@ end
 require "onceonly/sidekiq/guarded_job"
 require "onceonly/sidekiq/client_middleware"
 require "onceonly/sidekiq/redrive"
+require "onceonly/sidekiq/redis_deprecations"
+
+Onceonly::Sidekiq::RedisDeprecations.install!

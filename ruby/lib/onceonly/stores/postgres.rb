@@ -106,6 +106,11 @@ module Onceonly
 
     def with_conn(conn, &block)
       conn ? block.call(conn) : @pool.with(&block)
+    rescue PG::UndefinedTable, PG::InvalidSchemaName => e
+      # Only our own relations mean "not migrated"; a user's missing table stays a DatabaseError.
+      raise NotMigrated.for("PostgreSQL #{redacted}", e.message.lines.first.strip) if e.message.match?(/"#{@schema}[."]/)
+
+      raise DatabaseError, "PostgreSQL #{redacted}: #{e.message.strip}"
     rescue PG::Error => e
       raise DatabaseError, "PostgreSQL #{redacted}: #{e.message.strip}"
     end
@@ -116,6 +121,11 @@ module Onceonly
 
     def limit_arg(limit)
       limit
+    end
+
+    # Typed int8: operator_held.sql does not use $1, so PostgreSQL cannot infer it.
+    def clock_param(ms)
+      { value: ms.to_s, type: 20 }
     end
 
     def statement(name)

@@ -110,6 +110,8 @@ module Onceonly
     def with_conn(conn, &block)
       conn ? block.call(conn) : @pool.with(&block)
     rescue SQLite3::Exception => e
+      raise NotMigrated.for("SQLite #{@path}", e.message) if e.message.start_with?("no such table: onceonly_")
+
       raise DatabaseError, "SQLite #{@path}: #{e.message}"
     end
 
