@@ -37,7 +37,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from . import connect
 from .canonical import Payload
 from .errors import DatabaseError, InjectedCrash, InvalidKey, OnceonlyError, Unreachable
-from .guard import Guard
+from .guard import Guard, retry_backoff_ms
 from .outcome import Cancelled, Done, Failed, Held, InProgress, NotDue, RetryLater, WithdrawFailed
 from .spec import JobSpec, Kind, fmt_ms, to_ms
 from .stores import Store
@@ -151,7 +151,9 @@ class _PerProcess:
     def get(self) -> Guard:
         if self.guard is None or self.pid != os.getpid():
             store = connect(self.db) if isinstance(self.db, str) else self.db
-            self.guard, self.pid = Guard(store, self.spec, fault_hook=self.fault_hook), os.getpid()
+            # The soft time limit ends the attempt: recorded at once, never redone in-process.
+            self.guard = Guard(store, self.spec, fault_hook=self.fault_hook, interrupts=(SoftTimeLimitExceeded,))
+            self.pid = os.getpid()
         return self.guard
 
 
@@ -201,7 +203,17 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
             except InjectedCrash:
                 # An injected crash stands for a dead worker: the broker redelivers.
                 raise Reject("onceonly: injected crash", requeue=True)
-            except (Unreachable, DatabaseError, SoftTimeLimitExceeded) as e:
+            except SoftTimeLimitExceeded as e:
+                if spec.effect is Kind.LOCAL:
+                    # The guard rolled the local effect back with its claim: nothing happened.
+                    countdown = retry_backoff_ms(self.request.retries + 1) / 1000
+                    log.warning("onceonly: %s:%s: the effect was stopped at the soft time limit (%s), "
+                                "its transaction rolled back; retrying in %.1fs", spec.job_type, op_key,
+                                fmt_ms(spec.timeout_ms), countdown)
+                    raise self.retry(exc=e, countdown=countdown)
+                log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
+                raise self.retry(exc=e, countdown=5)
+            except (Unreachable, DatabaseError) as e:
                 # Retried, not failed: a failed task is acknowledged, and a claim
                 # it left would never come back for the stale-claim policy. (The
                 # soft limit inside the effect is an unknown outcome, recorded;
