@@ -258,6 +258,22 @@ def test_each_retry_of_a_task_is_in_the_history(worker):
     assert effects(d, "flaky o-9") == 1
 
 
+def test_max_retries_bounds_the_calls_under_one_claim_then_celery_retries_the_task(worker):
+    """max_retries=2: three calls under each claim; when they run out the
+    claim is released (recorded in the history) and the task retried after
+    the backoff, with no limit of Celery's own, until the effect is done."""
+    app, store, d = worker
+    assert app.stubborn.max_retries is None
+    assert app.stubborn.delay("o-10").get(timeout=30) == "sent"
+    assert [effects(d, f"stubborn o-10 claim {n}") for n in (1, 2, 3)] == [3, 3, 1]
+    assert [(e.event, e.attempt, e.detail) for e in store.history("stubborn", "o-10")] == [
+        ("retry", 1, "destination down (claim 1)"),
+        ("retry", 2, "destination down (claim 2)"),
+    ]
+    rec = store.get("stubborn", "o-10").record
+    assert (rec.state, rec.attempts) == (onceonly.State.COMPLETED, 3)
+
+
 def test_held_is_not_retried_and_logged_with_job_and_key(worker):
     app, store, d = worker
     payload = Payload.of({"args": ["o-3"], "kwargs": {}})
