@@ -54,12 +54,12 @@ def test_the_guard_s_longest_retry_delay_must_be_shorter_than_the_visibility_tim
 
     app = Celery("t", broker="redis://127.0.0.1:6379/14")
     app.conf.broker_transport_options = {"visibility_timeout": 30}
-    guarded_task(app, db="sqlite:///x.db", job="report", key="day", lease="20s", timeout="10s")(lambda ctx, day: day)
+    guarded_task(app, db="sqlite:///x.db", job="report_delay", key="day", lease="20s", timeout="10s")(lambda ctx, day: day)
     (rule,) = timing_problems(app)
     assert "queue redelivery timeout (30s) must be longer than the guard's longest retry delay (1m)" in rule
     shorter = Celery("t3", broker="redis://127.0.0.1:6379/14")
     shorter.conf.broker_transport_options = {"visibility_timeout": 30}
-    guarded_task(shorter, db="sqlite:///x.db", job="report", key="day", lease="20s", timeout="10s",
+    guarded_task(shorter, db="sqlite:///x.db", job="report_shorter", key="day", lease="20s", timeout="10s",
                  max_retry_delay="20s")(lambda ctx, day: day)
     assert timing_problems(shorter) == []
     with pytest.raises(onceonly.InvalidInput, match=r"max_retry_delay \(0s\) must be above zero"):
