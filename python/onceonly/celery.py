@@ -254,15 +254,11 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
                                 "its transaction rolled back; retrying in %.1fs", spec.job_type, op_key,
                                 fmt_ms(spec.timeout_ms), countdown)
                     raise self.retry(exc=e, countdown=countdown)
-                log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
-                raise self.retry(exc=e, countdown=_capped(spec, 5))
+                # Inside the effect the guard records the soft limit itself; here it
+                # hit the claim or the recording write: retried like a database error.
+                raise _retried(self, spec, op_key, e)
             except (Unreachable, DatabaseError) as e:
-                # Retried, not failed: a failed task is acknowledged, and a claim
-                # it left would never come back for the stale-claim policy. (The
-                # soft limit inside the effect is an unknown outcome, recorded;
-                # here it hit the claim or the completion write.)
-                log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
-                raise self.retry(exc=e, countdown=_capped(spec, 5))
+                raise _retried(self, spec, op_key, e)
             return _settle(self, spec, op_key, outcome)
 
         name = fn.__name__ if fn.__name__.isidentifier() else spec.job_type.replace(".", "_").replace("-", "_")
@@ -274,6 +270,14 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
         return task
 
     return decorate
+
+
+def _retried(task, spec: JobSpec, op_key: str, e: BaseException):
+    """Retried, not failed: a failed task is acknowledged, and a claim it left
+    would never come back for the stale-claim policy."""
+    countdown = _capped(spec, 5)
+    log.warning("onceonly: %s:%s: %s; retrying in %.1fs", spec.job_type, op_key, e, countdown)
+    return task.retry(exc=e, countdown=countdown)
 
 
 def _capped(spec: JobSpec, countdown_s: float) -> float:
