@@ -54,5 +54,5 @@ pub use key::{
 pub use owner::new_owner;
 pub use protocol::{Move, Settle, Transition};
 pub use record::{DbTime, Record, Snapshot, State};
-pub use spec::{parse_duration, EffectKind, JobSpec, StalePolicy};
+pub use spec::{parse_duration, timing_lines, EffectKind, JobSpec, StalePolicy};
 pub use store::{ClockOffset, Store};

@@ -96,6 +96,7 @@ class SqliteStore(Store):
     """Records in one SQLite file (WAL), the tables of crates/onceonly-sqlite."""
 
     dialect = "sqlite"
+    all_rows = -1
 
     def __init__(self, url: str):
         super().__init__(url)

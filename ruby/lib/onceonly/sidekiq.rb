@@ -77,16 +77,12 @@ module Onceonly
       # their claims to the stale-claim policy. Raises TimingError naming every
       # broken rule. Run before the process consumes (a :startup hook).
       def check_timing!(shutdown_timeout: ::Sidekiq.options[:timeout])
+        shutdown_ms = shutdown_timeout && (shutdown_timeout * 1000).round
         broken = registry.values.flat_map do |klass|
           spec = klass.onceonly_config.spec
-          rules = spec.broken_timing_rules
-          if shutdown_timeout && shutdown_timeout * 1000 <= spec.timeout_ms
-            rules += ["Sidekiq's shutdown timeout (#{Duration.format(shutdown_timeout * 1000)}) must be longer than " \
-                      "the job timeout (#{Duration.format(spec.timeout_ms)})"]
-          end
-          rules.map { |r| "job #{spec.job_type} (#{klass.name}): #{r}" }
+          Timing.lines(spec.job_type, spec.broken_timing_rules(shutdown_timeout_ms: shutdown_ms))
         end
-        raise TimingError, broken.join("; ") unless broken.empty?
+        raise TimingError, "timing rule broken: #{broken.join('; ')}" unless broken.empty?
 
         true
       end
