@@ -214,3 +214,48 @@ async fn store_record(store: &SqliteStore, key: &str) -> onceonly::Record {
         .expect("the record exists")
         .record
 }
+
+/// An effect whose lookup finds an item under a hostile reference, and
+/// which counts the withdraws it is asked for.
+struct HostileLookup(std::sync::atomic::AtomicUsize);
+
+impl Effect for HostileLookup {
+    async fn perform(&self, _ctx: &EffectCtx) -> EffectOutcome {
+        EffectOutcome::Failed("the destination refused".into())
+    }
+
+    async fn lookup(&self, _ctx: &EffectCtx) -> LookupOutcome {
+        LookupOutcome::Found {
+            external_ref: Some("item\u{1b}[2J\r\nFAKE".into()),
+            result: serde_json::Value::Null,
+        }
+    }
+
+    async fn withdraw(&self, _ctx: &EffectCtx, _external_ref: &str) -> onceonly::WithdrawOutcome {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        onceonly::WithdrawOutcome::Withdrawn
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_whose_lookup_answers_a_hostile_reference_withdraws_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(&dir).await;
+    let effect = HostileLookup(Default::default());
+    let guard = Guard::new(store.clone(), JobSpec::new("send", EffectKind::Lookup)).unwrap();
+    let outcome = guard.run("k1", &Payload::none(), &effect).await.unwrap();
+    assert!(matches!(outcome, Outcome::Failed { .. }), "{outcome:?}");
+    let cancelled = onceonly::ops::cancel(&store, "send", "k1", Some(&effect))
+        .await
+        .unwrap();
+    match cancelled {
+        onceonly::ops::CancelOutcome::NotLookedUp { reason, .. } => {
+            assert!(reason.contains("control character U+001B"), "{reason}")
+        }
+        other => panic!("a hostile reference from the lookup gave {other:?}"),
+    }
+    assert_eq!(effect.0.load(Ordering::SeqCst), 0, "it was withdrawn");
+    let record = store_record(&store, "k1").await;
+    assert_eq!(record.external_ref, None);
+    assert_eq!(record.state, State::Failed);
+}
