@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Tuple, Type, Union
 
+from . import answer
 from .canonical import Payload, canonical_json
 from .effect import EffectCtx, NotSent, OutcomeUnknown, PermanentFailure, Sent
 from .errors import (EffectTimeout, InjectedCrash, InvalidInput, InvalidPayload, LocalEffectFailed,
@@ -253,6 +254,11 @@ class Guard:
         if what == _DONE:
             sent: Sent = detail
             text, unstored = _storable(sent.result)
+            # An answer that breaks the answer rules broke the protocol, as a
+            # 2xx without an id does: failed for good, nothing of it stored.
+            why = answer.broken(sent.external_ref, text)
+            if why is not None:
+                return self._record(ctx, (_FAILED, why), withdraw)
             if unstored:
                 log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
             p = self._move(ctx, "complete", external_ref=sent.external_ref, result=text, error=unstored)

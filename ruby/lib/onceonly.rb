@@ -5,6 +5,7 @@ require "logger"
 
 require "onceonly/version"
 require "onceonly/errors"
+require "onceonly/answer"
 require "onceonly/keys"
 require "onceonly/payload"
 require "onceonly/record"

@@ -111,7 +111,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("onceonly: {e:#}");
+            // An error may quote a value from outside (a key, an answer).
+            eprintln!("onceonly: {}", onceonly::escape_controls(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -22,6 +22,7 @@
 mod actions;
 mod auth;
 mod error;
+mod filters;
 mod pages;
 mod reports;
 mod view;

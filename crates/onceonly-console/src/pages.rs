@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::auth::Operator;
 use crate::error::ConsoleError;
+use crate::filters;
 use crate::view::{age, query, time, Chrome, Row};
 use crate::Shared;
 

@@ -26,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod answer;
 mod audit;
 pub mod columns;
 pub mod db_url;
@@ -43,6 +44,7 @@ pub mod relay;
 mod spec;
 pub mod store;
 
+pub use answer::{escape_controls, AnswerError};
 pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
 pub use error::{DbError, DbErrorKind, Error, Result};

@@ -161,7 +161,8 @@ fn print_table(which: Which, lines: &[Line<'_>]) {
                 line.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", line.trim_end());
+        // Keys, owners, references and errors come from outside.
+        println!("{}", onceonly::escape_controls(line.trim_end()));
     };
     print(&head);
     for row in &rows {

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use onceonly::{AuditEvent, Error, Record, State, Store};
+use onceonly::{escape_controls, AuditEvent, Error, Record, State, Store};
 
 use crate::store::{open_existing, with_store};
 
@@ -58,7 +58,7 @@ async fn show<S: Store>(store: &S, args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_record(r: &Record) {
-    println!(
+    let line = format!(
         "{}:{} is {} (token {}, attempts {}, owner {}, updated {}){}",
         r.job_type,
         r.op_key,
@@ -72,6 +72,9 @@ fn print_record(r: &Record) {
             .map(|e| format!(": {e}"))
             .unwrap_or_default()
     );
+    // The key, the owner and the error come from outside: control
+    // characters escaped.
+    println!("{}", escape_controls(&line));
 }
 
 fn state(s: Option<State>) -> &'static str {
@@ -90,7 +93,7 @@ fn print_events(events: &[AuditEvent]) {
         "at", "event", "actor", "token", "from -> to"
     );
     for e in events {
-        println!(
+        let line = format!(
             "{:<24} {:<16} {:<24} {:>5}  {:<22} {}",
             e.at.to_string(),
             e.event.as_str(),
@@ -99,6 +102,7 @@ fn print_events(events: &[AuditEvent]) {
             format!("{} -> {}", state(e.from_state), state(e.to_state)),
             e.described()
         );
+        println!("{}", escape_controls(&line));
     }
     println!("{} events", events.len());
 }

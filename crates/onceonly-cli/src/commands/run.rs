@@ -70,6 +70,11 @@ pub struct JobArgs {
     /// Repeatable.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// The longest answer body read from the destination, in bytes; a
+    /// longer one is cut (a done answer whose id is in it is then unknown)
+    /// [default: the settings file's max_answer_bytes, else 65536].
+    #[arg(long, value_name = "BYTES")]
+    max_answer_bytes: Option<usize>,
     /// keyed (the destination dedups on Idempotency-Key), lookup (it can be
     /// searched by key) or opaque (neither). Required unless the settings
     /// file gives it.
@@ -150,6 +155,7 @@ impl JobArgs {
             ca_cert: self.ca_cert.as_ref(),
             idempotency_header: self.idempotency_header.as_deref(),
             headers: &self.headers,
+            max_answer_bytes: self.max_answer_bytes,
         };
         // One request may take half the attempt, so a retry still fits in it.
         let http = destination::build(

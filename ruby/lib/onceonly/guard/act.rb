@@ -153,6 +153,10 @@ module Onceonly
       case outcome
       in [:done, external_ref, result]
         result_text, unstored = storable(result)
+        # An answer that breaks the answer rules broke the protocol, as a 2xx
+        # without an id does: failed for good, nothing of it stored.
+        broken = Answer.broken(external_ref, result_text)
+        return record(ctx, [:failed, broken], effect) if broken
         Onceonly.logger.warn("onceonly: #{ctx.job_type}:#{ctx.op_key}: #{unstored}") if unstored
         if move(ctx, "complete", external_ref: external_ref, result: result_text, error: unstored)
           return Outcome::Done.new(result: unstored ? nil : result, external_ref: external_ref, repeat: false)
