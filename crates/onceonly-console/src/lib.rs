@@ -49,7 +49,8 @@ pub struct Options {
     pub read_only: bool,
     /// Where a completed operation is withdrawn when cancelled.
     pub destination: Option<HttpDestination>,
-    /// The database, as shown on pages (its password is never shown).
+    /// The database, as shown on pages and in log lines: its password
+    /// masked, its query options left out (one may carry a password).
     pub database: String,
     /// How far back the overview counts finished records and audit events.
     pub window: Duration,
@@ -101,7 +102,7 @@ impl Options {
             token: None,
             read_only: false,
             destination: None,
-            database: onceonly::db_url::redact(db_url),
+            database: view::database_shown(db_url),
             window: Duration::from_secs(3600),
             page_size: 50,
             config: None,

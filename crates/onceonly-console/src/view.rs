@@ -35,6 +35,34 @@ impl Chrome {
     }
 }
 
+/// The database as pages and log lines show it: its password masked by
+/// [`onceonly::db_url::redact`], and its query options left out — one may
+/// carry a password (`?password=`, `?sslpassword=`) and a page has no use
+/// for them. A URL that does not parse shows up to its `?`, with anything
+/// before an `@` masked.
+pub(crate) fn database_shown(url: &str) -> String {
+    let redacted = onceonly::db_url::redact(url);
+    if let Ok(mut parsed) = url::Url::parse(&redacted) {
+        parsed.set_query(None);
+        parsed.set_fragment(None);
+        return parsed.to_string();
+    }
+    let head = redacted.split(['?', '#']).next().unwrap_or_default();
+    match (head.split_once("://"), head.rsplit_once('@')) {
+        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://***@{host}"),
+        _ => head.to_owned(),
+    }
+}
+
+/// `text` (an error from a connection the console made with the URL
+/// itself) with the URL, whole or as `redact` prints it, replaced by
+/// [`database_shown`]'s form.
+pub(crate) fn without_url(text: &str, url: &str) -> String {
+    let shown = database_shown(url);
+    text.replace(url, &shown)
+        .replace(&onceonly::db_url::redact(url), &shown)
+}
+
 /// A query string of `pairs`, percent-encoded.
 pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
@@ -150,4 +178,48 @@ pub(crate) async fn security_headers(mut res: Response) -> Response {
         set(h, "cache-control", "no-store");
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_shown_hides_every_password() {
+        for (url, shown) in [
+            ("postgres://u:pw1@h:5432/db", "postgres://u:***@h:5432/db"),
+            ("postgres://u@h/db?password=pw1", "postgres://u@h/db"),
+            (
+                "postgresql://u@h/db?sslmode=require&sslpassword=pw1",
+                "postgresql://u@h/db",
+            ),
+            (
+                "postgres://u:pw1@h/db?password=pw1#x",
+                "postgres://u:***@h/db",
+            ),
+            ("sqlite://onceonly.db", "sqlite://onceonly.db"),
+            ("sqlite:///var/lib/o.db?mode=rwc", "sqlite:///var/lib/o.db"),
+            (
+                "postgres://u:p w1@h h/db?password=pw1",
+                "postgres://***@h h/db",
+            ),
+        ] {
+            assert_eq!(database_shown(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn errors_lose_the_url() {
+        let url = "postgres://u:pw1@h/db?password=pw1";
+        let redacted = onceonly::db_url::redact(url);
+        for text in [
+            format!("reading from {url}: no"),
+            format!("reading from {redacted}: no"),
+        ] {
+            assert_eq!(
+                without_url(&text, url),
+                "reading from postgres://u:***@h/db: no"
+            );
+        }
+    }
 }
