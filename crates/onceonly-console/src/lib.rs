@@ -24,6 +24,7 @@ mod auth;
 mod error;
 mod pages;
 mod reports;
+mod server;
 mod view;
 
 use std::fmt;
@@ -61,6 +62,13 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// The user's table the repeats page reports on (in the same database).
     pub repeats: Option<onceonly_tools::repeats::Request>,
+    /// How long a connection may take to send a request's headers (from
+    /// its start, or from the end of its previous request) before it is
+    /// closed: a client holding half-sent requests holds no socket longer.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive whole; a slower one is
+    /// answered 408 and its connection closed.
+    pub body_timeout: Duration,
     /// The database URL itself, for the repeats report's own read-only
     /// connection; never shown or logged.
     db_url: Secret,
@@ -80,6 +88,8 @@ impl fmt::Debug for Options {
             .field("page_size", &self.page_size)
             .field("config", &self.config)
             .field("repeats", &self.repeats)
+            .field("header_timeout", &self.header_timeout)
+            .field("body_timeout", &self.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -96,7 +106,8 @@ impl fmt::Debug for Secret {
 
 impl Options {
     /// Defaults for the database at `db_url`: no token, read-write, no
-    /// destination, a one-hour window, 50 rows a page.
+    /// destination, a one-hour window, 50 rows a page, 10 seconds for a
+    /// request's headers and 10 for its body.
     pub fn new(db_url: &str) -> Self {
         Self {
             token: None,
@@ -107,6 +118,8 @@ impl Options {
             page_size: 50,
             config: None,
             repeats: None,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
             db_url: Secret(db_url.to_owned()),
         }
     }
@@ -138,8 +151,11 @@ pub(crate) struct App<S> {
 
 pub(crate) type Shared<S> = Arc<App<S>>;
 
-/// The console's routes on `store`.
+/// The console's routes on `store`. Serve them with [`serve`]: it sets the
+/// header read timeout and gives each request the client's address, which
+/// the login throttle counts wrong tokens by.
 pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
+    let body_timeout = options.body_timeout;
     let app = Arc::new(App {
         store,
         options,
@@ -157,11 +173,15 @@ pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
         .route("/login", get(auth::login_page::<S>).post(auth::login::<S>))
         .route("/logout", post(auth::logout::<S>))
         .route("/console.css", get(view::stylesheet))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            server::body_within(body_timeout, req, next)
+        }))
         .layer(axum::middleware::map_response(view::security_headers))
         .with_state(app)
 }
 
-/// Serves the console on `listener` until the process stops.
+/// Serves the console on `listener` until the process stops, each
+/// connection with [`Options::header_timeout`].
 pub async fn serve<S: OperatorStore + Clone>(
     store: S,
     options: Options,
@@ -170,7 +190,7 @@ pub async fn serve<S: OperatorStore + Clone>(
     let addr = listener.local_addr().map_err(ConsoleError::Io)?;
     check_listen(addr, &options)?;
     tracing::info!(%addr, read_only = options.read_only, database = %options.database, "console listening");
-    axum::serve(listener, router(store, options))
-        .await
-        .map_err(ConsoleError::Io)
+    let header_timeout = options.header_timeout;
+    server::run(listener, router(store, options), header_timeout).await;
+    Ok(())
 }
