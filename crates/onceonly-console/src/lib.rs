@@ -25,6 +25,7 @@ mod error;
 mod pages;
 mod reports;
 mod server;
+mod throttle;
 mod view;
 
 use std::fmt;
@@ -39,6 +40,7 @@ use onceonly::operator::OperatorStore;
 use onceonly_http::HttpDestination;
 
 pub use error::ConsoleError;
+pub use throttle::LoginThrottle;
 
 /// How the console runs. Its `Debug` output shows neither the token nor the
 /// database's password.
@@ -69,6 +71,8 @@ pub struct Options {
     /// How long a request's body may take to arrive whole; a slower one is
     /// answered 408 and its connection closed.
     pub body_timeout: Duration,
+    /// How wrong tokens slow down the address they come from.
+    pub login_throttle: LoginThrottle,
     /// The database URL itself, for the repeats report's own read-only
     /// connection; never shown or logged.
     db_url: Secret,
@@ -90,6 +94,7 @@ impl fmt::Debug for Options {
             .field("repeats", &self.repeats)
             .field("header_timeout", &self.header_timeout)
             .field("body_timeout", &self.body_timeout)
+            .field("login_throttle", &self.login_throttle)
             .finish_non_exhaustive()
     }
 }
@@ -107,7 +112,7 @@ impl fmt::Debug for Secret {
 impl Options {
     /// Defaults for the database at `db_url`: no token, read-write, no
     /// destination, a one-hour window, 50 rows a page, 10 seconds for a
-    /// request's headers and 10 for its body.
+    /// request's headers and 10 for its body, the default login throttle.
     pub fn new(db_url: &str) -> Self {
         Self {
             token: None,
@@ -120,6 +125,7 @@ impl Options {
             repeats: None,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
+            login_throttle: LoginThrottle::default(),
             db_url: Secret(db_url.to_owned()),
         }
     }
@@ -147,6 +153,7 @@ pub(crate) struct App<S> {
     pub store: S,
     pub options: Options,
     pub sessions: auth::Sessions,
+    pub throttle: throttle::Throttle,
 }
 
 pub(crate) type Shared<S> = Arc<App<S>>;
@@ -158,8 +165,9 @@ pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
     let body_timeout = options.body_timeout;
     let app = Arc::new(App {
         store,
-        options,
         sessions: auth::Sessions::default(),
+        throttle: throttle::Throttle::new(options.login_throttle),
+        options,
     });
     Router::new()
         .route("/", get(pages::overview::<S>))
