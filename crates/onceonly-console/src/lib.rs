@@ -21,6 +21,7 @@
 
 mod actions;
 mod auth;
+mod download;
 mod error;
 mod pages;
 mod reports;
@@ -174,6 +175,8 @@ pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
         .route("/held", get(pages::held::<S>))
         .route("/stuck", get(pages::stuck::<S>))
         .route("/op", get(pages::operation::<S>))
+        .route("/op/payload", get(download::payload::<S>))
+        .route("/op/result", get(download::result::<S>))
         .route("/op/resolve", post(actions::resolve::<S>))
         .route("/op/cancel", post(actions::cancel::<S>))
         .route("/check", get(reports::check::<S>))

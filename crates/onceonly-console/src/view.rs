@@ -77,6 +77,11 @@ pub(crate) fn op_link(job: &str, key: &str) -> String {
     format!("/op?{}", query(&[("job", job), ("key", key)]))
 }
 
+/// The path that downloads an operation's payload or result whole.
+pub(crate) fn download_link(part: &str, job: &str, key: &str) -> String {
+    format!("/op/{part}?{}", query(&[("job", job), ("key", key)]))
+}
+
 /// `text` cut to `LIST_CHARS` characters, with an ellipsis when cut.
 pub(crate) fn cut(text: &str) -> String {
     if text.chars().count() <= LIST_CHARS {
@@ -85,6 +90,48 @@ pub(crate) fn cut(text: &str) -> String {
         let mut s: String = text.chars().take(LIST_CHARS).collect();
         s.push('…');
         s
+    }
+}
+
+/// Bytes of a payload, result, reference or error the operation page shows
+/// before cutting it (the whole is a download away).
+pub(crate) const PAGE_BYTES: usize = 64 * 1024;
+
+/// A value of a record as the operation page shows it: whole when it fits
+/// in [`PAGE_BYTES`], else its first bytes and a note giving its full size.
+pub(crate) struct Excerpt {
+    pub text: String,
+    /// Set when cut: the value's full size, and how much is shown.
+    pub note: Option<String>,
+}
+
+impl Excerpt {
+    pub fn of(value: Option<&str>) -> Self {
+        let Some(value) = value else {
+            return Excerpt {
+                text: "-".into(),
+                note: None,
+            };
+        };
+        if value.len() <= PAGE_BYTES {
+            return Excerpt {
+                text: value.to_owned(),
+                note: None,
+            };
+        }
+        let mut end = PAGE_BYTES;
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        Excerpt {
+            text: format!("{}…", &value[..end]),
+            note: Some(format!(
+                "{} bytes ({:.1} MiB) in all; the first {} KiB are shown.",
+                value.len(),
+                value.len() as f64 / (1024.0 * 1024.0),
+                PAGE_BYTES / 1024
+            )),
+        }
     }
 }
 
@@ -123,7 +170,7 @@ impl Row {
             owner: r.owner.clone().unwrap_or_else(|| "-".into()),
             age: age(now.since(started(r))),
             lease,
-            external_ref: r.external_ref.clone().unwrap_or_else(|| "-".into()),
+            external_ref: cut(r.external_ref.as_deref().unwrap_or("-")),
             error: cut(r.error.as_deref().unwrap_or("")),
         }
     }
@@ -206,6 +253,23 @@ mod tests {
         ] {
             assert_eq!(database_shown(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn long_values_are_cut_on_a_character() {
+        assert_eq!(Excerpt::of(None).text, "-");
+        let short = Excerpt::of(Some("{}"));
+        assert_eq!((short.text.as_str(), short.note), ("{}", None));
+        let long = "é".repeat(PAGE_BYTES);
+        let e = Excerpt::of(Some(&long));
+        assert_eq!(e.text, format!("{}…", "é".repeat(PAGE_BYTES / 2)));
+        let odd = format!("a{long}");
+        let e = Excerpt::of(Some(&odd));
+        assert!(e.text.len() < PAGE_BYTES + 4, "{}", e.text.len());
+        assert!(e
+            .note
+            .unwrap()
+            .starts_with(&format!("{} bytes (", odd.len())));
     }
 
     #[test]
