@@ -280,19 +280,21 @@ pub(crate) async fn login<S: OperatorStore>(
         return refuse("a name is at most 64 characters, without control characters");
     }
     if let Some(token) = &app.options.token {
-        let now = Instant::now();
-        // While the client waits, no token is even compared.
-        if let Some(wait) = app.throttle.wait(client, now) {
-            let secs = wait.as_secs_f64().ceil() as u64;
-            tracing::warn!(operator = name, %client, retry_after = secs, "console login refused: too many wrong tokens from this address");
-            let why = format!("too many wrong tokens from your address: try again in {secs} s");
-            let mut page = login_response(&app, StatusCode::TOO_MANY_REQUESTS, next, Some(&why));
-            page.headers_mut().insert(RETRY_AFTER, secs.into());
-            return page;
-        }
+        let attempt = match app.throttle.attempt(client, Instant::now()) {
+            Ok(attempt) => attempt,
+            // While the client waits, no token is even compared.
+            Err(wait) => {
+                let secs = wait.as_secs_f64().ceil() as u64;
+                tracing::warn!(operator = name, %client, retry_after = secs, "console login refused: too many wrong tokens from this address");
+                let why = format!("too many wrong tokens from your address: try again in {secs} s");
+                let mut page =
+                    login_response(&app, StatusCode::TOO_MANY_REQUESTS, next, Some(&why));
+                page.headers_mut().insert(RETRY_AFTER, secs.into());
+                return page;
+            }
+        };
         if !bool::from(form.token.as_bytes().ct_eq(token.as_bytes())) {
-            let (failures, wait) = app.throttle.failed(client, now);
-            tracing::warn!(operator = name, %client, failures, wait = ?wait, "console login refused: wrong token");
+            tracing::warn!(operator = name, %client, attempt, "console login refused: wrong token");
             return refuse("wrong token");
         }
         app.throttle.succeeded(client);

@@ -116,20 +116,19 @@ impl Throttle {
         }
     }
 
-    /// How long `client` must still wait before a try is taken, if at all.
-    pub fn wait(&self, client: Client, now: Instant) -> Option<Duration> {
-        let clients = self.clients.lock().expect("throttle lock");
-        let left = clients
-            .get(&client)?
-            .wait_until
-            .saturating_duration_since(now);
-        (!left.is_zero()).then_some(left)
-    }
-
-    /// Counts a wrong token from `client`: how many in a row it has given,
-    /// and the wait now imposed on it.
-    pub fn failed(&self, client: Client, now: Instant) -> (u32, Option<Duration>) {
+    /// Takes a try from `client`, or says how long it must still wait.
+    /// The try is counted as wrong at once, under the same lock as the
+    /// check, so tries sent in parallel cannot all pass the check before
+    /// any is counted; a right token then clears the count
+    /// ([`Throttle::succeeded`]). Ok: how many tries in a row this is.
+    pub fn attempt(&self, client: Client, now: Instant) -> Result<u32, Duration> {
         let mut clients = self.clients.lock().expect("throttle lock");
+        if let Some(f) = clients.get(&client) {
+            let left = f.wait_until.saturating_duration_since(now);
+            if !left.is_zero() {
+                return Err(left);
+            }
+        }
         let forgotten = |f: &Failures| f.wait_until.max(f.last) + self.policy.max_wait <= now;
         if clients.len() >= self.policy.max_clients && !clients.contains_key(&client) {
             clients.retain(|_, f| !forgotten(f));
@@ -148,9 +147,8 @@ impl Throttle {
         }
         entry.count = entry.count.saturating_add(1);
         entry.last = now;
-        let wait = self.policy.wait_after(entry.count);
-        entry.wait_until = now + wait.unwrap_or_default();
-        (entry.count, wait)
+        entry.wait_until = now + self.policy.wait_after(entry.count).unwrap_or_default();
+        Ok(entry.count)
     }
 
     /// A right token from `client`: its count starts again.
@@ -178,20 +176,27 @@ mod tests {
         let c = client("203.0.113.7");
         let now = Instant::now();
         for n in 1..=4 {
-            assert_eq!(t.failed(c, now), (n, None));
-            assert_eq!(t.wait(c, now), None);
+            assert_eq!(t.attempt(c, now), Ok(n));
         }
         let mut at = now;
         for (n, secs) in [(5, 1), (6, 2), (7, 4), (8, 8), (9, 16)] {
-            assert_eq!(t.failed(c, at), (n, Some(Duration::from_secs(secs))));
-            assert_eq!(t.wait(c, at), Some(Duration::from_secs(secs)));
-            at += Duration::from_secs(secs);
-            assert_eq!(t.wait(c, at), None, "the wait is over");
+            assert_eq!(t.attempt(c, at), Ok(n));
+            let wait = Duration::from_secs(secs);
+            assert_eq!(t.attempt(c, at), Err(wait), "try {n} imposes {secs} s");
+            assert_eq!(
+                t.attempt(c, at + wait / 2),
+                Err(wait / 2),
+                "a try during the wait is not counted"
+            );
+            at += wait;
         }
+        let mut waited = Duration::ZERO;
         for _ in 0..40 {
-            t.failed(c, at);
+            at += waited;
+            t.attempt(c, at).unwrap();
+            waited = t.attempt(c, at).unwrap_err();
         }
-        assert_eq!(t.wait(c, at), Some(Duration::from_secs(15 * 60)), "capped");
+        assert_eq!(waited, Duration::from_secs(15 * 60), "capped");
     }
 
     #[test]
@@ -199,15 +204,13 @@ mod tests {
         let t = Throttle::new(LoginThrottle::default());
         let now = Instant::now();
         let (a, b) = (client("203.0.113.7"), client("203.0.113.8"));
-        for _ in 0..10 {
-            t.failed(a, now);
+        for _ in 0..5 {
+            t.attempt(a, now).unwrap();
         }
-        assert!(t.wait(a, now).is_some());
-        assert_eq!(t.wait(b, now), None);
-        assert_eq!(t.failed(b, now), (1, None));
+        assert!(t.attempt(a, now).is_err());
+        assert_eq!(t.attempt(b, now), Ok(1));
         t.succeeded(a);
-        assert_eq!(t.wait(a, now), None);
-        assert_eq!(t.failed(a, now), (1, None), "counted afresh");
+        assert_eq!(t.attempt(a, now), Ok(1), "counted afresh");
     }
 
     #[test]
@@ -228,12 +231,13 @@ mod tests {
         let now = Instant::now();
         for i in 0..10_000u32 {
             let c = Client::of(IpAddr::from(i.to_be_bytes()));
-            t.failed(c, now + Duration::from_millis(u64::from(i)));
+            t.attempt(c, now + Duration::from_millis(u64::from(i)))
+                .unwrap();
         }
         assert_eq!(t.len(), 100);
         // The latest clients are the ones kept.
         let last = Client::of(IpAddr::from(9_999u32.to_be_bytes()));
-        assert_eq!(t.failed(last, now + Duration::from_secs(10)).0, 2);
+        assert_eq!(t.attempt(last, now + Duration::from_secs(10)), Ok(2));
     }
 
     #[test]
@@ -241,10 +245,10 @@ mod tests {
         let t = Throttle::new(LoginThrottle::default());
         let c = client("203.0.113.7");
         let now = Instant::now();
-        for _ in 0..6 {
-            t.failed(c, now);
+        for _ in 0..5 {
+            t.attempt(c, now).unwrap();
         }
-        let later = now + Duration::from_secs(2 + 15 * 60);
-        assert_eq!(t.failed(c, later), (1, None));
+        let later = now + Duration::from_secs(1 + 15 * 60);
+        assert_eq!(t.attempt(c, later), Ok(1));
     }
 }

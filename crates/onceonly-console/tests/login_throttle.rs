@@ -100,6 +100,24 @@ async fn wrong_tokens_slow_down_their_address_only() {
     );
     assert!(retry_after >= 1, "Retry-After: {retry_after}");
 
+    // Tries sent in parallel are counted before any token is compared.
+    let burst = client_from("127.0.0.3");
+    let tries: Vec<_> = (0..50)
+        .map(|_| {
+            let (c, base) = (burst.clone(), base.clone());
+            tokio::spawn(async move { login(&c, &base, WRONG).await.status().as_u16() })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tries {
+        statuses.push(t.await.unwrap());
+    }
+    let compared = statuses.iter().filter(|&&s| s == 401).count();
+    assert!(
+        compared <= 8,
+        "{compared} of 50 parallel tries compared: {statuses:?}"
+    );
+
     // Another address is not slowed.
     let other = client_from("127.0.0.2");
     assert_eq!(login(&other, &base, WRONG).await.status(), 401);
