@@ -78,3 +78,11 @@ def test_bad_payload_text_names_the_problem(bad, words):
 def test_bad_payload_values_name_the_problem(value, words):
     with pytest.raises(InvalidPayload, match=words):
         Payload.of(value)
+
+
+DB_URLS = json.loads((REPO / "protocol/corpus/db_urls.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", DB_URLS["cases"], ids=[c["name"] for c in DB_URLS["cases"]])
+def test_database_urls_are_shown_as_the_corpus_says(case):
+    assert onceonly.errors.redact(case["url"]) == case["shown"]

@@ -7,6 +7,14 @@ require "rbconfig"
 class CorpusTest < Minitest::Test
   PAYLOADS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/payloads.json")))
   KEYS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/keys.json")))
+  DB_URLS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/db_urls.json")))
+
+  def test_database_urls_are_shown_as_the_corpus_says
+    assert_operator DB_URLS["cases"].size, :>=, 20
+    DB_URLS["cases"].each do |c|
+      assert_equal c["shown"], Onceonly.redact(c["url"]), c["name"]
+    end
+  end
 
   def test_every_payload_case_is_canonical_byte_for_byte_with_its_fingerprint
     assert_operator PAYLOADS["cases"].size, :>=, 40

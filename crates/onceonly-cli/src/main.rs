@@ -19,6 +19,8 @@ struct Cli {
         long,
         global = true,
         env = "ONCEONLY_DB",
+        // The URL may carry a password: --help never shows it.
+        hide_env_values = true,
         default_value = "sqlite://onceonly.db"
     )]
     db: String,

@@ -91,3 +91,19 @@ fn keys_and_job_types_are_accepted_and_refused_as_the_corpus_says() {
         );
     }
 }
+
+#[test]
+fn database_urls_are_shown_as_the_corpus_says() {
+    let file = read("db_urls.json");
+    let cases = file["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 20, "the corpus lost its cases");
+    for case in cases {
+        let s = |f: &str| case[f].as_str().unwrap();
+        assert_eq!(
+            onceonly::db_url::redact(s("url")),
+            s("shown"),
+            "{}",
+            s("name")
+        );
+    }
+}

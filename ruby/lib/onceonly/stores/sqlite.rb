@@ -39,7 +39,7 @@ module Onceonly
     def self.path_of(url)
       rest = url.sub(/\Asqlite:(\/\/)?/, "").sub(/\?.*\z/, "")
       if rest.empty? || rest.include?(":memory:") || url.include?("mode=memory")
-        raise InvalidInput, "#{url.inspect} is not a SQLite file: onceonly needs a file " \
+        raise InvalidInput, "#{Onceonly.redact(url).inspect} is not a SQLite file: onceonly needs a file " \
                             "that every worker process opens (sqlite://PATH or sqlite:///ABS/PATH)"
       end
       rest
