@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod output;
 mod store;
 
 use std::process::ExitCode;

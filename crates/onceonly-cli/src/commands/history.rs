@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use onceonly::{AuditEvent, Error, Record, State, Store};
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly history`.
