@@ -1,6 +1,7 @@
 """The shared cross-language corpus (protocol/corpus), byte for byte."""
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -19,6 +20,13 @@ def test_canonical_json_and_fingerprint_match_the_rust_core(case):
     assert p.fingerprint == case["fingerprint"]
     # A Python value read from the same text encodes the same way.
     assert Payload.of(onceonly.canonical.parse_json(case["input"])) == p
+
+
+@pytest.mark.parametrize("case", PAYLOADS["refused"], ids=[c["name"] for c in PAYLOADS["refused"]])
+def test_a_key_named_twice_is_refused_naming_it(case):
+    said = f"duplicate key {json.dumps(case['key'], ensure_ascii=False)} in the object at {case['object']}"
+    with pytest.raises(InvalidPayload, match=re.escape(said)):
+        Payload.parse(case["input"])
 
 
 def test_no_payload_fingerprints_the_empty_string():

@@ -34,6 +34,14 @@ class CorpusTest < Minitest::Test
     end
   end
 
+  def test_a_key_named_twice_is_refused_naming_it
+    assert_operator PAYLOADS["refused"].size, :>=, 5
+    PAYLOADS["refused"].each do |c|
+      err = assert_raises(Onceonly::InvalidInput, c["name"]) { Onceonly::Payload.parse(c["input"]) }
+      assert_includes err.message, "duplicate key #{c['key'].to_json} in the object at #{c['object']}", c["name"]
+    end
+  end
+
   def test_no_payload_fingerprints_the_empty_string
     assert_nil Onceonly::Payload.none.json
     assert_equal PAYLOADS["none"]["fingerprint"], Onceonly::Payload.none.fingerprint
