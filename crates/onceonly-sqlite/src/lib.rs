@@ -98,6 +98,7 @@
 
 mod checkpoint;
 mod direct;
+mod file_mode;
 mod in_tx;
 mod operator;
 mod queries;
@@ -206,6 +207,10 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT);
+        file_mode::create_private(options.get_filename()).map_err(|e| Error::Unreachable {
+            url: onceonly::db_url::redact(url),
+            reason: format!("cannot create {}: {e}", options.get_filename().display()),
+        })?;
         let pool = SqlitePoolOptions::new()
             .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(60))

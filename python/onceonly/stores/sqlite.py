@@ -92,6 +92,23 @@ def _split(script: str):
                 yield stmt
 
 
+def create_private(path: str) -> None:
+    """Creates an empty `path` with mode 0600 unless it exists.
+
+    SQLite would create it 0644 less the umask (any local user reads every
+    payload); it gives the -wal and -shm files it creates the database
+    file's mode. A file that exists keeps its mode: the operator chose it.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask took away
+    finally:
+        os.close(fd)
+
+
 class SqliteStore(Store):
     """Records in one SQLite file (WAL), the tables of crates/onceonly-sqlite."""
 
@@ -105,6 +122,10 @@ class SqliteStore(Store):
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             raise Unreachable(redact(self.url), f"folder {folder} does not exist")
+        try:
+            create_private(self.path)
+        except OSError as e:
+            raise Unreachable(redact(self.url), f"cannot create {self.path}: {e}") from e
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
