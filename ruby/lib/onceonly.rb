@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "json"
+require "uri"
 require "logger"
 
 require "onceonly/version"
@@ -65,10 +66,42 @@ module Onceonly
       connect(url, **options).migrate
     end
 
-    # The URL with any password replaced by ***, safe to print.
+    SECRET_PARAMS = %w[password sslpassword passfile].freeze
+
+    # The URL with every password replaced by ***, safe to print: the one of
+    # user:pass@ (up to the last @) and the values of the query's password,
+    # sslpassword and passfile; text that is no URL but holds @ or = is not
+    # shown at all. The rule every client shares (protocol/corpus/db_urls.json).
     def redact(url)
-      url.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@')
+      m = /\A([A-Za-z][A-Za-z0-9+.-]*):/.match(url)
+      return url.match?(/[@=]/) ? "***" : url.dup unless m
+
+      rest = m.post_match
+      slashes = rest.start_with?("//") ? "//" : ""
+      body = redact_query(rest[slashes.size..])
+      at = body.rindex("@")
+      colon = at && body[0...at].index(":")
+      body = "#{body[0...colon]}:***#{body[at..]}" if colon
+      "#{m[1]}:#{slashes}#{body}"
     end
+
+    private
+
+    def redact_query(body)
+      before, sep, query = body.partition("?")
+      return body if sep.empty?
+
+      pairs = query.split("&", -1).map do |pair|
+        name, eq, = pair.partition("=")
+        secret = !eq.empty? && SECRET_PARAMS.include?(URI.decode_www_form_component(name).strip.downcase)
+        secret ? "#{name}=***" : pair
+      end
+      "#{before}?#{pairs.join('&')}"
+    rescue ArgumentError
+      "#{before}?***"
+    end
+
+    public
 
     # A Payload from a Payload (as is), nil (no payload) or a Ruby value.
     def payload(value)

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod output;
 mod store;
 
 use std::process::ExitCode;
@@ -19,6 +20,8 @@ struct Cli {
         long,
         global = true,
         env = "ONCEONLY_DB",
+        // The URL may carry a password: --help never shows it.
+        hide_env_values = true,
         default_value = "sqlite://onceonly.db"
     )]
     db: String,

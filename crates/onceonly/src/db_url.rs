@@ -34,15 +34,71 @@ impl DbKind {
     }
 }
 
-/// The URL with any password replaced by `***`, safe to print.
+/// Query parameters that carry a secret (libpq's `password`,
+/// `sslpassword`, and `passfile`, which names where one lies).
+const SECRET_PARAMS: [&str; 3] = ["password", "sslpassword", "passfile"];
+
+/// The URL with every password replaced by `***`, safe to print: the one
+/// in `user:pass@` and the values of the query's `password`, `sslpassword`
+/// and `passfile`. Text, not a parsed URL, so that a malformed URL is
+/// masked too (a password holding `/`, `?` or `@` still ends at the last
+/// `@`), and text that is no URL but could hold a secret (`@` or `=` in it)
+/// is not shown at all. Every client applies the same rule
+/// (`protocol/corpus/db_urls.json`).
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
+    let Some((scheme, rest)) = split_scheme(url) else {
+        return if url.contains(['@', '=']) {
+            "***".to_owned()
+        } else {
+            url.to_owned()
+        };
+    };
+    let (slashes, body) = match rest.strip_prefix("//") {
+        Some(body) => ("//", body),
+        None => ("", rest),
+    };
+    let body = mask_query(body);
+    let body = match body.rfind('@') {
+        Some(at) => match body[..at].find(':') {
+            Some(colon) => format!("{}:***{}", &body[..colon], &body[at..]),
+            None => body,
+        },
+        None => body,
+    };
+    format!("{scheme}:{slashes}{body}")
+}
+
+/// `scheme` and what follows `scheme:`, when `url` begins with one.
+fn split_scheme(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first_is_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_is_scheme = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    (first_is_letter && rest_is_scheme).then_some((scheme, rest))
+}
+
+/// `body` with the value of every secret query parameter (after the first
+/// `?`, named case-insensitively, percent-encoded or not) as `***`.
+fn mask_query(body: &str) -> String {
+    let Some((before, query)) = body.split_once('?') else {
+        return body.to_owned();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if is_secret_param(name) => format!("{name}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{before}?{}", pairs.join("&"))
+}
+
+fn is_secret_param(name: &str) -> bool {
+    let decoded: String = url::form_urlencoded::parse(name.as_bytes())
+        .map(|(k, _)| k.into_owned())
+        .collect();
+    let decoded = decoded.trim().to_ascii_lowercase();
+    SECRET_PARAMS.contains(&decoded.as_str())
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod effect;
 mod error;
 pub mod fault;
 mod guard;
+pub mod json_keys;
 mod key;
 pub mod operator;
 pub mod ops;

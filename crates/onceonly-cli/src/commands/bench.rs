@@ -20,6 +20,7 @@ pub struct Args {
     #[arg(
         long,
         env = "ONCEONLY_BENCH_PG",
+        hide_env_values = true,
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pg: String,

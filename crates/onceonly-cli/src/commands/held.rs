@@ -8,6 +8,7 @@ use onceonly::operator::{list, short_duration as short, started};
 use onceonly::{DbTime, Record, State};
 use serde::Serialize;
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly held` and `onceonly stuck`.

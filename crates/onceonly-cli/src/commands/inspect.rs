@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use onceonly::store::OpList;
 use onceonly::{escape_controls, Record, State, Store};
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly inspect`.

@@ -13,6 +13,7 @@ pub mod history;
 pub mod inspect;
 pub mod migrate;
 pub mod purge;
+pub mod purge_horizon;
 pub mod repeats;
 pub mod replay;
 pub mod replay_queue;

@@ -171,7 +171,7 @@ impl JobArgs {
 }
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
-pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(db_url: &str, args: Args) -> anyhow::Result<ExitCode> {
     let (spec, destination, retention) = args.job.spec()?;
     let metrics = match args.metrics {
         Some(addr) => Some(
@@ -181,7 +181,9 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let store = open_migrated(db).await?;
+    let store = open_migrated(db_url)
+        .await
+        .map_err(|e| refused_for_good(db_url, e.into()))?;
     let config = RelayConfig {
         workers: args.workers.max(1),
         batch: args.batch.max(1),
@@ -189,6 +191,20 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         ..RelayConfig::default()
     };
     with_store!(store, s => relay(s, spec, &destination, config, retention, metrics).await)
+        .map_err(|e| refused_for_good(db_url, e))
+}
+
+/// A database that refuses for good (read-only, permission denied, a
+/// missing table) named, with what to do; other errors as they are.
+fn refused_for_good(db_url: &str, e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<onceonly::Error>() {
+        Some(db) if db.is_permanent_db_error() => anyhow::anyhow!(
+            "run stopped: the database {} {db}; retrying cannot mend that: \
+             make it writable by this process (or migrate it), then run again",
+            onceonly::db_url::redact(db_url)
+        ),
+        _ => e,
+    }
 }
 
 async fn relay<S: Store>(

@@ -39,15 +39,28 @@ module Onceonly
     def self.path_of(url)
       rest = url.sub(/\Asqlite:(\/\/)?/, "").sub(/\?.*\z/, "")
       if rest.empty? || rest.include?(":memory:") || url.include?("mode=memory")
-        raise InvalidInput, "#{url.inspect} is not a SQLite file: onceonly needs a file " \
+        raise InvalidInput, "#{Onceonly.redact(url).inspect} is not a SQLite file: onceonly needs a file " \
                             "that every worker process opens (sqlite://PATH or sqlite:///ABS/PATH)"
       end
       rest
     end
 
+    # Creates an empty file at `path` with mode 0600 unless it exists. SQLite
+    # would create it 0644 less the umask (any local user reads every
+    # payload); it gives the -wal and -shm files it creates the database
+    # file's mode. A file that exists keeps its mode: the operator chose it.
+    def self.create_private(path)
+      File.open(path, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.chmod(0o600) }
+    rescue Errno::EEXIST
+      nil
+    rescue SystemCallError => e
+      raise DatabaseError, "cannot create SQLite database #{path}: #{e.message}"
+    end
+
     # A new connection to the same file, configured as the store's own: for the
     # user's local effects when they have no connection of their own yet.
     def open_connection
+      self.class.create_private(@path)
       db = SQLite3::Database.new(@path)
       # Waits in Ruby (sleep releases the GVL), so other threads run meanwhile.
       db.busy_handler do |count|
