@@ -1,6 +1,6 @@
 """Settings of the test project, from the environment the tests set:
-ONCEONLY_TEST_DJANGO_DB (the default database), ONCEONLY_TEST_DJANGO_PG (an
-optional second alias "pg"), ONCEONLY_TEST_BROKER and ONCEONLY_TEST_QUEUE."""
+ONCEONLY_TEST_DJANGO_DB (the default database), ONCEONLY_TEST_DJANGO_SQLITE
+(an optional second alias "lite"), ONCEONLY_TEST_BROKER and ONCEONLY_TEST_QUEUE."""
 import os
 
 from testproj.dburl import database
@@ -9,8 +9,8 @@ SECRET_KEY = "tests-only"
 USE_TZ = True
 INSTALLED_APPS = ["onceonly.django", "shipping"]
 DATABASES = {"default": database(os.environ["ONCEONLY_TEST_DJANGO_DB"])}
-if os.environ.get("ONCEONLY_TEST_DJANGO_PG"):
-    DATABASES["pg"] = database(os.environ["ONCEONLY_TEST_DJANGO_PG"])
+if os.environ.get("ONCEONLY_TEST_DJANGO_SQLITE"):
+    DATABASES["lite"] = database(os.environ["ONCEONLY_TEST_DJANGO_SQLITE"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 ONCEONLY = {"JOBS": {"ship_tuned": {"lease": "45s", "timeout": "15s"}}}
