@@ -189,3 +189,65 @@ def test_manage_py_migrate_makes_the_schema_the_cli_and_python_store_use(db_url,
     # Not a model a project can migrate away: going back is refused.
     back = manage(db_url, "migrate", "onceonly", "zero")
     assert back.returncode != 0 and "is not reversible" in back.stderr, back.stderr[-1500:]
+
+
+def run_command(name, *args, **options):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command(name, *args, stdout=out, **options)
+    return out.getvalue()
+
+
+def cli_lines(cli, url, *args):
+    out = subprocess.run([cli, "--db", url, *args, "--json"], capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+TIMELY = ("age_ms", "age", "over_lease_ms", "now")  # read at each command's own moment
+
+
+def test_manage_py_held_stuck_history_and_resolve_agree_with_the_cli(alias, dj, cli, monkeypatch):
+    import time
+
+    from onceonly import Payload
+    from onceonly.django import store
+
+    s, url = store(alias), (dj["pg"] if alias == "default" else dj["lite"])
+    job, held_key, stuck_key = "cmd_" + secrets.token_hex(3), key(), key()
+    c = s.claim(job, held_key, "dead-worker:1:0", Payload.of({"n": 1}), 1)
+    time.sleep(0.05)
+    s.take_over(job, held_key, c.token, State.HELD, "w:2", 1000, "the effect may or may not have happened")
+    s.audit(job, held_key, "take_over", "w:2", c.token + 1, State.CLAIMED, State.HELD, "stale token 1")
+    s.claim(job, stuck_key, "dead-worker:1:0", Payload.of({"n": 2}), 1)
+    time.sleep(0.05)
+
+    def ours(lines):
+        return [{k: v for k, v in line.items() if k not in TIMELY} for line in lines]
+
+    for command, cli_command, expected in (("onceonly_held", "held", held_key), ("onceonly_stuck", "stuck", stuck_key)):
+        mine = [json.loads(line) for line in run_command(command, "--json", job=job, database=alias).splitlines()]
+        assert [line["key"] for line in mine] == [expected]
+        assert ours(mine) == ours(cli_lines(cli, url, cli_command, "--job", job))
+    said = run_command("onceonly_held", job=job, database=alias)
+    assert f"{job}  {held_key}  token 2" in said and "1 held, waiting for a person" in said
+
+    history = [json.loads(line) for line in run_command("onceonly_history", job, held_key, "--json", database=alias).splitlines()]
+    assert history == cli_lines(cli, url, "history", "--job", job, "--key", held_key)
+    assert [h["kind"] for h in history] == ["record", "event"]
+
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match=f"no operation {job}:nope"):
+        run_command("onceonly_history", job, "nope", database=alias)
+
+    monkeypatch.setenv("ONCEONLY_BIN", cli)
+    said = run_command("onceonly_resolve", job=job, key=held_key, resolution="queued", reason="checked: not sent",
+                       token="2", database=alias)
+    assert s.get(job, held_key).record.state is State.QUEUED, said
+    events = [json.loads(line)["event"] for line in run_command("onceonly_history", job, held_key, "--json", database=alias).splitlines()[1:]]
+    assert events == ["take_over", "resolved"]
+    with pytest.raises(CommandError, match="token"):
+        run_command("onceonly_resolve", job=job, key=held_key, resolution="failed", reason="again", token="2", database=alias)
