@@ -18,13 +18,13 @@ from test_django import PROJECT, dj, key, record, shipped  # noqa: F401 (dj: the
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
 
 
-def start_worker(dj, name):
+def start_worker(dj, name, alias="default"):
     try:
         socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
     except OSError as e:
         unreachable(AMQP, e)
     log_path = os.path.join(dj["markers"], f"{name}.log")
-    env = dict(os.environ, **dj["env"], ONCEONLY_TEST_BROKER=AMQP, PYTHONPATH=PROJECT)
+    env = dict(os.environ, **dj["env"], ONCEONLY_TEST_BROKER=AMQP, PYTHONPATH=PROJECT, ONCEONLY_TEST_DJANGO_RECORDS=alias)
     proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "testproj", "worker", "-P", "solo",
                              "-Q", dj["queue"], "-n", f"{name}-{dj['queue']}@%h", "--without-gossip",
                              "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
@@ -60,36 +60,37 @@ def tasks(dj):
         conn.default_channel.queue_delete(dj["queue"])
 
 
-def test_a_worker_killed_between_the_orm_write_and_the_commit_leaves_neither(dj, tasks):
+@pytest.mark.parametrize("alias", ["default", "lite"])  # PostgreSQL, SQLite
+def test_a_worker_killed_between_the_orm_write_and_the_commit_leaves_neither(dj, tasks, alias):
     k = key()
-    first, log1 = start_worker(dj, "first")
+    first, log1 = start_worker(dj, "first", alias)
     try:
         tasks.ship.delay(k, block_first=True)
         marker = os.path.join(dj["markers"], f"written-{k}")
         wait_for("the ORM write", lambda: os.path.exists(marker))
         assert int(open(marker).read()) == first.pid  # the solo pool: the worker process itself
         # Written but not committed: nothing of it is visible outside.
-        assert shipped("default", k) == 0 and record("default", "ship", k) is None
+        assert shipped(alias, k) == 0 and record(alias, "ship", k) is None
         os.kill(first.pid, signal.SIGKILL)
         assert first.wait(30) == -signal.SIGKILL
     finally:
         if first.poll() is None:
             first.kill()
-    assert shipped("default", k) == 0 and record("default", "ship", k) is None
-    second, _ = start_worker(dj, "second")
+    assert shipped(alias, k) == 0 and record(alias, "ship", k) is None
+    second, _ = start_worker(dj, "second", alias)
     try:
         # RabbitMQ hands the unacknowledged message to the next consumer.
-        wait_for("the redelivery", lambda: (record("default", "ship", k) or None) is not None
-                 and record("default", "ship", k).state is State.COMPLETED)
+        wait_for("the redelivery", lambda: (record(alias, "ship", k) or None) is not None
+                 and record(alias, "ship", k).state is State.COMPLETED)
     finally:
         stop(second)
-    assert shipped("default", k) == 1
-    r = record("default", "ship", k)
+    assert shipped(alias, k) == 1
+    r = record(alias, "ship", k)
     # The killed claim never committed: the redelivery's claim is the first.
     assert (r.token, r.attempts) == (1, 1)
     from onceonly.django import store
 
-    assert store().history("ship", k) == []
+    assert store(alias).history("ship", k) == []
 
 
 def test_a_task_enqueued_on_commit_in_a_block_that_rolls_back_never_runs(dj, tasks):

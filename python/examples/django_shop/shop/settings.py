@@ -23,9 +23,11 @@ else:
     DATABASES = {"default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("SHOP_DB_NAME", str(BASE_DIR / "shop.sqlite3")),
-        # IMMEDIATE: an atomic block takes SQLite's write lock when it begins,
-        # waiting on the timeout, instead of failing busy at its first write.
-        "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        # WAL (as onceonly's own connections set it): readers never wait on
+        # a worker's open transaction. IMMEDIATE: an atomic block takes the
+        # write lock when it begins, waiting on the timeout, instead of
+        # failing busy at its first write.
+        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL", "transaction_mode": "IMMEDIATE", "timeout": 20},
     }}
 
 # Per job type, laid over the decorator's arguments: tune without a code change.

@@ -15,7 +15,7 @@ def ship(ctx, order_id, block_first=False):
     """Writes a Shipment. With ``block_first``, the first delivery stops after
     the ORM write, before the commit, says so in a marker file holding its
     pid, and waits there for the test to SIGKILL it."""
-    Shipment.objects.create(order_id=order_id)
+    Shipment.objects.using(ctx.conn.alias).create(order_id=order_id)
     marker = os.path.join(MARKERS, f"written-{order_id}")
     if block_first and not os.path.exists(marker):
         with open(marker + ".tmp", "w") as f:

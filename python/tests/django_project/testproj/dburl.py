@@ -4,7 +4,11 @@ from urllib.parse import unquote, urlparse
 
 def database(url: str) -> dict:
     if url.startswith("sqlite:///"):
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": "/" + url[len("sqlite:///"):]}
+        # WAL, as onceonly's own connections set it: readers never wait on a
+        # worker's open transaction. IMMEDIATE: an atomic block takes the
+        # write lock when it begins, waiting on the timeout.
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": "/" + url[len("sqlite:///"):],
+                "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL", "transaction_mode": "IMMEDIATE", "timeout": 30}}
     u = urlparse(url)
     if u.scheme not in ("postgres", "postgresql"):
         raise ValueError(f"{url!r}: the test project runs on sqlite:/// or postgresql://")

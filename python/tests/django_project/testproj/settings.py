@@ -13,7 +13,9 @@ if os.environ.get("ONCEONLY_TEST_DJANGO_SQLITE"):
     DATABASES["lite"] = database(os.environ["ONCEONLY_TEST_DJANGO_SQLITE"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-ONCEONLY = {"JOBS": {"ship_tuned": {"lease": "45s", "timeout": "15s"}}}
+# ONCEONLY_TEST_DJANGO_RECORDS: the alias a worker keeps records on (and runs local effects on).
+ONCEONLY = {"DATABASE": os.environ.get("ONCEONLY_TEST_DJANGO_RECORDS", "default"),
+            "JOBS": {"ship_tuned": {"lease": "45s", "timeout": "15s"}}}
 
 CELERY_BROKER_URL = os.environ.get("ONCEONLY_TEST_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("ONCEONLY_TEST_QUEUE", "django-test")
