@@ -18,7 +18,8 @@ SHOP = REPO / "python/examples/django_shop"
 @pytest.mark.parametrize("db", ["sqlite", "postgres"])
 def test_the_django_shop_example_ships_once(db, tmp_path, request):
     reachable(AMQP, 5672)
-    env = dict(os.environ, SHOP_BROKER=AMQP, SHOP_QUEUE="django-shop-" + secrets.token_hex(4))
+    env = dict(os.environ, SHOP_BROKER=AMQP, SHOP_QUEUE="django-shop-" + secrets.token_hex(4),
+               DJANGO_SETTINGS_MODULE="shop.settings")
     if db == "sqlite":
         env["SHOP_DB_NAME"] = str(tmp_path / "shop.sqlite3")
     else:

@@ -28,13 +28,26 @@ def setup(pg_admin_url: str, pg_base_url: str) -> dict:
         "ONCEONLY_TEST_MARKERS": folder,
         "DJANGO_SETTINGS_MODULE": "testproj.settings",
     }
-    os.environ.update(env)
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
-    import django
+    # The environment only while the settings and the Celery app (its Django
+    # fixup reads DJANGO_SETTINGS_MODULE) are made: other tests' subprocesses
+    # must not inherit this project.
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        import django
+
+        django.setup()
+        import shipping.tasks  # noqa: F401 (the Celery app, with Django's fixup)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     from django.core.management import call_command
 
-    django.setup()
     for alias in ("default", "lite"):
         call_command("migrate", database=alias, verbosity=0)
 
