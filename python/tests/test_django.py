@@ -251,3 +251,14 @@ def test_manage_py_held_stuck_history_and_resolve_agree_with_the_cli(alias, dj, 
     assert events == ["take_over", "resolved"]
     with pytest.raises(CommandError, match="token"):
         run_command("onceonly_resolve", job=job, key=held_key, resolution="failed", reason="again", token="2", database=alias)
+
+
+def test_the_effect_kind_is_not_a_setting(dj):
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from onceonly.django import guard
+
+    with override_settings(ONCEONLY={"JOBS": {"x": {"effect": "keyed"}}}):
+        with pytest.raises(ImproperlyConfigured, match=r"unknown keys \['effect'\]"):
+            guard(job="x", key="order_id")

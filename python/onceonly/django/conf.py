@@ -19,7 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 TOP_KEYS = {"DATABASE", "SCHEMA", "JOBS"}
-JOB_KEYS = {"effect", "on_stale", "lease", "timeout", "heartbeat", "max_retries"}
+# Timing and policy only: the effect kind is what the code does, not a deployment's choice.
+JOB_KEYS = {"on_stale", "lease", "timeout", "heartbeat", "max_retries"}
 
 
 def options() -> Dict[str, Any]:
