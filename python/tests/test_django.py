@@ -262,3 +262,30 @@ def test_the_effect_kind_is_not_a_setting(dj):
     with override_settings(ONCEONLY={"JOBS": {"x": {"effect": "keyed"}}}):
         with pytest.raises(ImproperlyConfigured, match=r"unknown keys \['effect'\]"):
             guard(job="x", key="order_id")
+
+
+def test_on_commit_hooks_of_the_effect_run_once_after_the_record_commits(alias):
+    """A follow-up registered with transaction.on_commit inside the guarded
+    function runs after the record is committed, once: not on a repeat, not
+    when the effect fails."""
+    from django.db import transaction
+
+    from onceonly.django import guard
+
+    ran = []
+
+    def make(fail=False):
+        @guard(job="ship_hooks", key="order_id", using=alias)
+        def ship(ctx, order_id):
+            transaction.on_commit(lambda: ran.append((order_id, record(alias, "ship_hooks", order_id).state)), using=alias)
+            if fail:
+                raise ValueError("refused")
+
+        return ship
+
+    k, failing = key(), key()
+    make()(order_id=k)
+    make()(order_id=k)
+    with pytest.raises(LocalEffectFailed):
+        make(fail=True)(order_id=failing)
+    assert ran == [(k, State.COMPLETED)]

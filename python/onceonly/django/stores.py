@@ -23,7 +23,9 @@ def url_of(alias: str) -> str:
     if conn.vendor == "sqlite":
         name = str(s["NAME"])
         if name == ":memory:" or "mode=memory" in name:
-            raise InvalidInput(f"Django database {alias!r} is in memory: onceonly needs a SQLite file every worker opens")
+            raise InvalidInput(
+                f"Django database {alias!r} is in memory: onceonly needs a SQLite file every worker opens "
+                f"(under Django's test runner, name one in DATABASES[{alias!r}]['TEST']['NAME'])")
         return "sqlite:///" + os.path.abspath(name).lstrip("/")
     if conn.vendor == "postgresql":
         user = quote(s.get("USER") or "", safe="")
