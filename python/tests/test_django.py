@@ -289,3 +289,21 @@ def test_on_commit_hooks_of_the_effect_run_once_after_the_record_commits(alias):
     with pytest.raises(LocalEffectFailed):
         make(fail=True)(order_id=failing)
     assert ran == [(k, State.COMPLETED)]
+
+
+def test_the_store_url_keeps_every_part_of_a_django_database_entry(dj):
+    from psycopg.conninfo import conninfo_to_dict
+
+    from onceonly.django.stores import url_from
+
+    entry = {"NAME": "shop db", "USER": "app@eu", "PASSWORD": "p@ss:w/rd?#", "HOST": "::1", "PORT": "6432",
+             "OPTIONS": {"sslmode": "require", "application_name": "shop"}}
+    assert conninfo_to_dict(url_from("default", "postgresql", entry)) == {
+        "dbname": "shop db", "user": "app@eu", "password": "p@ss:w/rd?#", "host": "::1", "port": "6432",
+        "sslmode": "require", "application_name": "shop"}
+    assert conninfo_to_dict(url_from("default", "postgresql", {"NAME": "shop", "HOST": "/var/run/postgresql"})) == {
+        "dbname": "shop", "host": "/var/run/postgresql"}
+    with pytest.raises(onceonly.InvalidInput, match=r"in memory.*\['TEST'\]\['NAME'\]"):
+        url_from("default", "sqlite", {"NAME": "file:memorydb_default?mode=memory&cache=shared"})
+    with pytest.raises(onceonly.InvalidInput, match="'legacy' is oracle: onceonly runs on sqlite or postgresql"):
+        url_from("legacy", "oracle", {"NAME": "x"})

@@ -19,15 +19,19 @@ from . import conf
 def url_of(alias: str) -> str:
     """A URL onceonly opens for Django database ``alias`` (the test database, under Django's test runner)."""
     conn = connections[alias]
-    s = conn.settings_dict
-    if conn.vendor == "sqlite":
+    return url_from(alias, conn.vendor, conn.settings_dict)
+
+
+def url_from(alias: str, vendor: str, s: dict) -> str:
+    """The URL for one ``DATABASES`` entry of Django ``vendor``."""
+    if vendor == "sqlite":
         name = str(s["NAME"])
         if name == ":memory:" or "mode=memory" in name:
             raise InvalidInput(
                 f"Django database {alias!r} is in memory: onceonly needs a SQLite file every worker opens "
                 f"(under Django's test runner, name one in DATABASES[{alias!r}]['TEST']['NAME'])")
         return "sqlite:///" + os.path.abspath(name).lstrip("/")
-    if conn.vendor == "postgresql":
+    if vendor == "postgresql":
         user = quote(s.get("USER") or "", safe="")
         password = s.get("PASSWORD") or ""
         auth = (user + (":" + quote(password, safe="") if password else "") + "@") if user else ""
@@ -37,7 +41,7 @@ def url_of(alias: str) -> str:
         options = {k: v for k, v in (s.get("OPTIONS") or {}).items() if isinstance(v, (str, int))}
         query = ("?" + urlencode(options)) if options else ""
         return f"postgresql://{auth}{host}{port}/{quote(str(s['NAME']), safe='')}{query}"
-    raise InvalidInput(f"Django database {alias!r} is {conn.vendor}: onceonly runs on sqlite or postgresql")
+    raise InvalidInput(f"Django database {alias!r} is {vendor}: onceonly runs on sqlite or postgresql")
 
 
 @lru_cache(maxsize=None)
