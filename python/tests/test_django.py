@@ -307,3 +307,24 @@ def test_the_store_url_keeps_every_part_of_a_django_database_entry(dj):
         url_from("default", "sqlite", {"NAME": "file:memorydb_default?mode=memory&cache=shared"})
     with pytest.raises(onceonly.InvalidInput, match="'legacy' is oracle: onceonly runs on sqlite or postgresql"):
         url_from("legacy", "oracle", {"NAME": "x"})
+
+
+def test_guarded_task_takes_its_timing_from_settings_and_its_store_from_django(dj):
+    from celery import Celery
+
+    from onceonly.django.celery import guarded_task
+    from shipping.models import Shipment
+
+    app = Celery("settings_test")
+
+    @guarded_task(app, job="ship_tuned", key="order_id", lease="10s", timeout="5s")
+    def ship_tuned(ctx, order_id):
+        Shipment.objects.create(order_id=order_id)
+        return {"shipped": order_id}
+
+    assert (ship_tuned.onceonly_spec.lease_ms, ship_tuned.onceonly_spec.timeout_ms) == (45_000, 15_000)
+    assert ship_tuned.soft_time_limit == 15
+    k = key()
+    assert ship_tuned.apply(args=[k]).get() == {"shipped": k}
+    assert ship_tuned.apply(args=[k]).get() == {"shipped": k}
+    assert shipped("default", k) == 1 and record("default", "ship_tuned", k).state is State.COMPLETED
