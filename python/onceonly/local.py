@@ -16,7 +16,8 @@ def _is_sqlalchemy(conn: Any) -> bool:
 
 
 def _is_django(conn: Any) -> bool:
-    return type(conn).__module__.startswith("django.db.backends.")
+    # A Django connection, or one lent by onceonly.django (django_connection).
+    return type(conn).__module__.startswith("django.db.backends.") or hasattr(conn, "django_connection")
 
 
 # Django's vendor names, as onceonly's dialects (MySQL comes with its store).

@@ -328,3 +328,30 @@ def test_guarded_task_takes_its_timing_from_settings_and_its_store_from_django(d
     assert ship_tuned.apply(args=[k]).get() == {"shipped": k}
     assert ship_tuned.apply(args=[k]).get() == {"shipped": k}
     assert shipped("default", k) == 1 and record("default", "ship_tuned", k).state is State.COMPLETED
+
+
+def test_a_local_task_called_inside_the_callers_atomic_block_leaves_it_usable(dj):
+    """The task does not close Django's connection under an open atomic block
+    (an eager call, ``task.apply()``): the caller's transaction goes on, and
+    its rollback undoes the task's row and record."""
+    from celery import Celery
+    from django.db import transaction
+
+    from onceonly.django.celery import guarded_task
+    from shipping.models import Shipment
+
+    @guarded_task(Celery("eager_test"), job="ship_eager", key="order_id")
+    def ship_eager(ctx, order_id):
+        Shipment.objects.create(order_id=order_id)
+        return {"shipped": order_id}
+
+    class Abandon(Exception):
+        pass
+
+    k = key()
+    with pytest.raises(Abandon):
+        with transaction.atomic():
+            assert ship_eager.apply(args=[k]).get() == {"shipped": k}
+            assert Shipment.objects.filter(order_id=k).count() == 1  # the caller's block goes on
+            raise Abandon()
+    assert shipped("default", k) == 0 and record("default", "ship_eager", k) is None

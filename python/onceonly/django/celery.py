@@ -26,10 +26,28 @@ def guarded_task(app: Celery, *, job: str, key: Union[str, Callable[..., Any]], 
                  using: Optional[str] = None, **options: Any):
     """:func:`onceonly.celery.guarded_task` on Django's database; ``effect`` defaults to ``"local"``.
 
-    For a local effect the task closes Django's connection after it runs, as
-    Django's Celery fixup does after each task with the default ``CONN_MAX_AGE=0``.
+    A local effect runs on Django's connection for the alias; after the task
+    it is closed as Django closes connections after a request
+    (``CONN_MAX_AGE``, or when unusable), never under an open atomic block.
     """
     opts = conf.job_options(job, effect=effect, **options)
     if opts.get("effect") == "local":
-        opts.setdefault("connection", lambda: connections[using or conf.options()["DATABASE"]])
+        opts.setdefault("connection", lambda: Lent(connections[using or conf.options()["DATABASE"]]))
     return onceonly_celery.guarded_task(app, db=LazyStore(using), job=job, key=key, **opts)
+
+
+class Lent:
+    """Django's connection as onceonly.celery's local path takes it: that path
+    closes its connection after the task, which here must follow Django's
+    rules, not end a caller's transaction (a task applied eagerly inside an
+    atomic block) nor a persistent connection."""
+
+    def __init__(self, django_connection):
+        self.django_connection = django_connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.django_connection, name)
+
+    def close(self) -> None:
+        if not self.django_connection.in_atomic_block:
+            self.django_connection.close_if_unusable_or_obsolete()
