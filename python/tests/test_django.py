@@ -355,3 +355,11 @@ def test_a_local_task_called_inside_the_callers_atomic_block_leaves_it_usable(dj
             assert Shipment.objects.filter(order_id=k).count() == 1  # the caller's block goes on
             raise Abandon()
     assert shipped("default", k) == 0 and record("default", "ship_eager", k) is None
+
+
+def test_manage_py_migrate_after_the_cli_applies_nothing_again(db_url, cli):
+    subprocess.run([cli, "--db", db_url, "migrate"], check=True, capture_output=True)
+    applied = migrations_applied(db_url)
+    done = manage(db_url, "migrate")
+    assert done.returncode == 0 and "Applying onceonly.0001_tables... OK" in done.stdout, done.stdout + done.stderr
+    assert migrations_applied(db_url) == applied
