@@ -104,3 +104,14 @@ async fn replay_through_jetstream() {
     };
     queues::replay(&target, "nats");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_destination_within_the_timeout_completes_once() {
+    let Some((context, subject, target)) = stream("slow", Duration::from_secs(5)).await else {
+        return;
+    };
+    queues::slow_destination_completes_once(&target, async |body| {
+        js::publish(&context, &subject, body).await.unwrap();
+    })
+    .await;
+}

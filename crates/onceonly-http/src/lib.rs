@@ -55,6 +55,8 @@ pub struct ClientOptions {
 #[derive(Debug, Clone)]
 pub struct HttpDestination {
     client: reqwest::Client,
+    /// Each request's bound, named when it cuts one.
+    request_timeout: Duration,
     base: String,
     shape: Arc<Shape>,
 }
@@ -93,6 +95,7 @@ impl HttpDestination {
         let client = build_client(options.request_timeout, options.ca_cert.as_deref())?;
         Ok(Self {
             client,
+            request_timeout: options.request_timeout,
             base: base_url.trim_end_matches('/').to_owned(),
             shape: Arc::new(shape),
         })
@@ -161,6 +164,7 @@ impl HttpDestination {
         };
         let response = match builder.send().await {
             Ok(r) => r,
+            Err(e) if e.is_timeout() => return self.request_timed_out(&e),
             Err(e) => return classify_send_error(&e),
         };
         let status = response.status();
@@ -172,6 +176,16 @@ impl HttpDestination {
             )),
             Err(_) => shape.classify_send(status, &headers, b"", Some(&url)),
         }
+    }
+
+    /// A send cut by the request's own bound (not the attempt's: that one
+    /// drops the effect and says so itself).
+    fn request_timed_out(&self, e: &reqwest::Error) -> EffectOutcome {
+        EffectOutcome::Unknown(format!(
+            "timed out after sending: the request timeout ({}) ran out: {}",
+            humantime::format_duration(self.request_timeout),
+            client::error_chain(e)
+        ))
     }
 
     /// The send's body: the payload as is, or the shape's template filled.

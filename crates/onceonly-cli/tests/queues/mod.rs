@@ -299,3 +299,63 @@ pub fn replay(target: &Target, queue: &str) {
     assert!(summary["sigkills"].as_u64().unwrap() >= 6);
     assert!(said.contains("killed by SIGKILL"), "{said}");
 }
+
+/// A destination that answers after 7s, consumed under `--timeout 10s
+/// --heartbeat 1s`: one POST, the operation completed and its message
+/// acked once (each request used to be cut at half the timeout, 5s, and
+/// the message delivered again and again).
+pub async fn slow_destination_completes_once(target: &Target, publish: impl AsyncFn(Vec<u8>)) {
+    let db = sqlite_url();
+    let out = oo(&db, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let server = TestServer::start(Mode::Keyed).await.unwrap();
+    server.delay_after_create(Duration::from_secs(7));
+    let job = unique_job("slow");
+    let mut args = vec!["consume".to_owned()];
+    args.extend(target.consume.iter().cloned());
+    args.extend(
+        [
+            "--job",
+            &job,
+            "--http",
+            &server.base_url(),
+            "--effect",
+            "keyed",
+            "--lease",
+            "30s",
+            "--timeout",
+            "10s",
+            "--heartbeat",
+            "1s",
+            "--workers",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
+    let consumer = spawn_with(&db, &args, &target.env);
+    publish(onceonly_consume::envelope_body(
+        "order-slow",
+        &serde_json::json!({ "order": 7 }),
+    ))
+    .await;
+    let started = Instant::now();
+    loop {
+        let record = inspect(&db, &job).remove("order-slow");
+        if record.as_ref().is_some_and(|r| r["state"] == "completed") {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(40) {
+            let said = stop(consumer);
+            panic!(
+                "not completed within 40s ({} POSTs): {record:?}\n{said}",
+                server.posts()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let said = stop(consumer);
+    assert_eq!(server.posts(), 1, "one POST: {said}");
+    assert_eq!(count(&said, "acked"), 1, "{said}");
+    assert_eq!(count(&said, "handed back"), 0, "{said}");
+    assert_eq!(inspect(&db, &job)["order-slow"]["attempts"], 1);
+}
