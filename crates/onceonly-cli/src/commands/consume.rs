@@ -91,7 +91,15 @@ fn parse_key_from(text: &str) -> Result<KeyFrom, String> {
 }
 
 /// The sentence for a build without the broker's feature.
-#[cfg_attr(all(feature = "sqs", feature = "nats"), allow(dead_code))]
+#[cfg_attr(
+    all(
+        feature = "sqs",
+        feature = "nats",
+        feature = "bench",
+        feature = "console"
+    ),
+    allow(dead_code)
+)]
 pub fn not_built(feature: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "this onceonly was built without {feature} support; build it with the feature: cargo install --path crates/onceonly-cli --features {feature} (or cargo run -p onceonly-cli --features {feature} -- ...)"
