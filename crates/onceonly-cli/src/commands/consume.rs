@@ -224,7 +224,9 @@ async fn guarded<S: Store, B: Broker>(
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        eprintln!("onceonly consume: stopping: no new messages; letting those in hand finish");
+        eprintln!(
+            "onceonly consume: stopping (SIGTERM or Ctrl-C): no new messages are received; those in hand finish, each within --timeout, then the summary and exit 0"
+        );
         let _ = stop_tx.send(true);
     });
     let handler = Guarded {
@@ -232,6 +234,6 @@ async fn guarded<S: Store, B: Broker>(
         effect: destination,
     };
     consumer.run(&handler, stop_rx).await?;
-    eprintln!("onceonly consume: {}", consumer.stats().summary());
+    eprintln!("onceonly consume: {}", consumer.summary());
     Ok(ExitCode::SUCCESS)
 }
