@@ -105,7 +105,7 @@ async fn a_cut_request_names_the_limit_that_cut_it() {
         let mut args = run_args(&job, &server.base_url(), extra);
         args.retain(|a| a != "--drain");
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let relay = spawn(&db, &args);
+        let mut relay = spawn(&db, &args);
         let started = Instant::now();
         let error = loop {
             let record = &inspect(&db, &job)["op-0"];
@@ -118,12 +118,8 @@ async fn a_cut_request_names_the_limit_that_cut_it() {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
-        let pid = relay.id().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        relay.kill().unwrap();
+        relay.wait().unwrap();
         assert!(error.contains(said), "{extra:?}: {error}");
     }
 }

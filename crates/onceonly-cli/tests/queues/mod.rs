@@ -75,6 +75,25 @@ fn count(stderr: &str, word: &str) -> u64 {
         .unwrap()
 }
 
+/// `text` without its ANSI colour codes (the log lines are coloured).
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... m
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// How the summary names poison: `terminated` (JetStream) or
 /// `dead-lettered` (SQS).
 fn poison_word(stderr: &str) -> &'static str {
@@ -392,6 +411,8 @@ pub async fn poison_lines_name_the_bad_key(
             "http://127.0.0.1:9",
             "--effect",
             "keyed",
+            "--timeout",
+            "2s",
             "--workers",
             "1",
         ]
@@ -406,7 +427,7 @@ pub async fn poison_lines_name_the_bad_key(
     let size = big.len();
     publish(big.into_bytes()).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let said = stop(consumer);
+    let said = plain(&stop(consumer));
     let bad = said
         .lines()
         .find(|l| l.contains("bad key"))
