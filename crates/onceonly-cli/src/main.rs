@@ -64,9 +64,18 @@ enum Command {
     /// Run the replay scenarios: duplicates, concurrency, crashes.
     Replay(commands::replay::Args),
     /// Measure guarded operations against the same SQL run raw.
+    #[cfg(feature = "bench")]
     Bench(commands::bench::Args),
+    /// Measure guarded operations against the same SQL run raw (not in
+    /// this build: cargo feature `bench`).
+    #[cfg(not(feature = "bench"))]
+    Bench(commands::not_built::Args),
     /// Serve the operator console: held and stuck operations, resolved from a web page.
+    #[cfg(feature = "console")]
     Console(commands::console::Args),
+    /// Serve the operator console (not in this build: cargo feature `console`).
+    #[cfg(not(feature = "console"))]
+    Console(commands::not_built::Args),
     /// (internal) one replay worker process, killed by the harness.
     #[command(hide = true, name = "replay-worker")]
     ReplayWorker(commands::replay::WorkerArgs),
@@ -106,8 +115,14 @@ fn main() -> ExitCode {
             Command::Purge(args) => commands::purge::run(&db, args).await,
             Command::Check(args) => commands::check::run(&db, args).await,
             Command::Replay(args) => commands::replay::run(&db, args).await,
+            #[cfg(feature = "bench")]
             Command::Bench(args) => commands::bench::run(&db, args).await,
+            #[cfg(not(feature = "bench"))]
+            Command::Bench(_) => commands::not_built::refuse("bench"),
+            #[cfg(feature = "console")]
             Command::Console(args) => commands::console::run(&db, args).await,
+            #[cfg(not(feature = "console"))]
+            Command::Console(_) => commands::not_built::refuse("console"),
             Command::ReplayWorker(args) => commands::replay::worker(&db, args).await,
         }
     });

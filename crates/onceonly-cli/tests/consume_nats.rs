@@ -104,3 +104,25 @@ async fn replay_through_jetstream() {
     };
     queues::replay(&target, "nats");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_destination_within_the_timeout_completes_once() {
+    let Some((context, subject, target)) = stream("slow", Duration::from_secs(5)).await else {
+        return;
+    };
+    queues::slow_destination_completes_once(&target, async |body| {
+        js::publish(&context, &subject, body).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn poison_lines_name_the_bad_key_and_say_terminated() {
+    let Some((context, subject, target)) = stream("poison", Duration::from_secs(5)).await else {
+        return;
+    };
+    queues::poison_lines_name_the_bad_key(&target, "terminated", async |body| {
+        js::publish(&context, &subject, body).await.unwrap();
+    })
+    .await;
+}

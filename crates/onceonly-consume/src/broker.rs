@@ -29,8 +29,13 @@ pub struct Redelivery {
 pub trait Message: Send + Sync + 'static {
     /// The body as sent.
     fn body(&self) -> &[u8];
-    /// A header (JetStream) or string message attribute (SQS).
+    /// A header (JetStream) or String message attribute (SQS).
     fn header(&self, name: &str) -> Option<String>;
+    /// Why `name` is there but cannot carry a key (an SQS Number or
+    /// Binary attribute); `None` when it is absent or usable.
+    fn header_unusable(&self, _name: &str) -> Option<String> {
+        None
+    }
     /// The broker's id for the message, for log lines.
     fn id(&self) -> String;
     /// How many times the broker has delivered it, this time included.
@@ -62,6 +67,12 @@ pub trait Broker: Send + Sync + 'static {
         message: &Self::Message,
         delay: Duration,
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// What [`Broker::dead_letter`] does, as log lines and the summary
+    /// say it: `dead-lettered` (SQS) or `terminated` (JetStream).
+    fn poison_action(&self) -> &'static str {
+        "dead-lettered"
+    }
 
     /// Takes the message out of circulation because it can never be
     /// processed: to the dead-letter queue (SQS) or terminated (JetStream).

@@ -90,11 +90,17 @@ pub struct ConsumeStats {
 }
 
 impl ConsumeStats {
-    /// One line for people.
+    /// One line for people, poison counted as `dead-lettered`.
     pub fn summary(&self) -> String {
+        self.summary_as("dead-lettered")
+    }
+
+    /// One line for people, poison counted under the broker's word for
+    /// what it does with it ([`Broker::poison_action`]).
+    pub fn summary_as(&self, poison_action: &str) -> String {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "received {}, acked {} ({} effects done here), handed back {}, dead-lettered {}, progress {}, broker errors {}",
+            "received {}, acked {} ({} effects done here), handed back {}, {poison_action} {}, progress {}, broker errors {}",
             n(&self.received),
             n(&self.acked),
             n(&self.effects),
@@ -109,7 +115,8 @@ impl ConsumeStats {
 /// What became of one message.
 #[derive(Debug)]
 pub struct Delivered {
-    /// The operation it carried; `None` when it was poison.
+    /// The operation's key; for poison, the unusable key as found (`None`
+    /// when there was none).
     pub key: Option<String>,
     /// What the guard answered (`None` for poison).
     pub outcome: Option<onceonly::Result<Outcome>>,
@@ -165,6 +172,11 @@ impl<B: Broker> Consumer<B> {
         &self.stats
     }
 
+    /// [`ConsumeStats::summary_as`] in this broker's words.
+    pub fn summary(&self) -> String {
+        self.stats.summary_as(self.broker.poison_action())
+    }
+
     /// Consumes until `stop` turns true, then lets the messages in hand
     /// finish (each bounded by the job timeout).
     pub async fn run<H: Handler>(&self, handler: &H, stop: watch::Receiver<bool>) -> Result<()> {
@@ -209,9 +221,9 @@ impl<B: Broker> Consumer<B> {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
         let delivered = match self.config.key_from.operation(message) {
             Err(poison) => Delivered {
-                key: None,
+                key: poison.key,
                 outcome: None,
-                action: Action::DeadLetter(poison.0),
+                action: Action::DeadLetter(poison.reason),
             },
             Ok(op) => {
                 let key = op.key.clone();
@@ -252,35 +264,62 @@ impl<B: Broker> Consumer<B> {
     async fn tell(&self, message: &B::Message, d: &Delivered) {
         let broker = self.broker.name();
         let id = message.id();
-        let key = d.key.as_deref().unwrap_or("-");
+        // Debug-escaped and bounded: a poison key may hold anything.
+        let key = d.key.as_deref().map_or_else(|| "-".to_owned(), shown_key);
+        let key = key.as_str();
         let told = match &d.action {
             Action::Ack => {
                 if let Some(Ok(Outcome::Done { repeat: false, .. })) = &d.outcome {
                     self.stats.effects.fetch_add(1, Ordering::Relaxed);
                 }
                 self.stats.acked.fetch_add(1, Ordering::Relaxed);
-                info!(broker, %id, key, outcome = ?d.outcome, "settled; acked");
+                info!(broker, %id, key = %key, outcome = ?d.outcome, "settled; acked");
                 self.broker.ack(message).await
             }
             Action::HandBack(delay) => {
                 self.stats.handed_back.fetch_add(1, Ordering::Relaxed);
-                info!(broker, %id, key, ?delay, outcome = ?d.outcome, "not settled; handed back");
+                info!(broker, %id, key = %key, ?delay, outcome = ?d.outcome, "not settled; handed back");
                 self.broker.hand_back(message, *delay).await
             }
             Action::DeadLetter(why) => {
                 self.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
-                error!(broker, %id, key, deliveries = message.deliveries(), reason = %why, "poison message: dead-lettered");
+                let done = self.broker.poison_action();
+                error!(broker, %id, key = %key, deliveries = message.deliveries(), reason = %why, "poison message: {done}");
                 self.broker.dead_letter(message, why).await
             }
             Action::Leave => {
-                warn!(broker, %id, key, "worker crashed (injected); the broker redelivers after its timeout");
+                warn!(broker, %id, key = %key, "worker crashed (injected); the broker redelivers after its timeout");
                 Ok(())
             }
         };
         if let Err(e) = told {
             self.stats.broker_errors.fetch_add(1, Ordering::Relaxed);
             // The broker redelivers after its timeout; the record decides then.
-            warn!(broker, %id, key, action = ?d.action, error = %e, "telling the broker failed");
+            warn!(broker, %id, key = %key, action = ?d.action, error = %e, "telling the broker failed");
         }
+    }
+}
+
+/// A key for a log line: escaped as a Rust string (control characters
+/// shown, not printed), at most 200 characters of it.
+fn shown_key(key: &str) -> String {
+    const MAX: usize = 200;
+    match key.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{:?}… ({} bytes)", &key[..at], key.len()),
+        None => format!("{key:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_shown_escaped_and_bounded() {
+        assert_eq!(shown_key("ord\u{7}er\n"), r#""ord\u{7}er\n""#);
+        let long = "k".repeat(1000);
+        let shown = shown_key(&long);
+        assert!(shown.ends_with("… (1000 bytes)"), "{shown}");
+        assert!(shown.len() < 220, "{shown}");
     }
 }

@@ -49,4 +49,4 @@ pub use broker::{Broker, Message, Publish, Redelivery};
 pub use consumer::{ConsumeStats, Consumer, ConsumerConfig, Delivered, Guarded, Handler};
 pub use error::{BoxError, Error, Result};
 pub use settle::Action;
-pub use shape::{envelope_body, KeyFrom, Operation, Poison};
+pub use shape::{envelope_body, KeyFrom, Operation, Poison, MAX_BODY_BYTES};

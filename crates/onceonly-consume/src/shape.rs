@@ -70,27 +70,61 @@ pub struct Operation {
     pub payload: Payload,
 }
 
+/// The largest body a consumer takes, in bytes: 256 KiB, SQS's classic
+/// message limit. The payload is stored in the operation record and sent
+/// to the destination; a larger body is poison, its size named.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
 /// Why a message can never be processed (it goes to the dead letters).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Poison(pub String);
+pub struct Poison {
+    /// The reason, for the log line and the dead letter.
+    pub reason: String,
+    /// The key as found when there was one but it was unusable (a bad key,
+    /// a non-string value: its JSON text); for the log line.
+    pub key: Option<String>,
+}
+
+impl Poison {
+    fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            key: None,
+        }
+    }
+
+    fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+}
 
 impl fmt::Display for Poison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.reason)
     }
 }
 
 impl KeyFrom {
     /// The operation a message carries, or why it has none.
     pub fn operation(&self, message: &impl Message) -> Result<Operation, Poison> {
+        let size = message.body().len();
+        if size > MAX_BODY_BYTES {
+            return Err(Poison::new(format!(
+                "the body is {size} bytes, over the limit of {MAX_BODY_BYTES} bytes (256 KiB)"
+            )));
+        }
         let body: Value = serde_json::from_slice(message.body())
-            .map_err(|e| Poison(format!("the body is not JSON: {e}")))?;
+            .map_err(|e| Poison::new(format!("the body is not JSON: {e}")))?;
         let (key, payload) = match self {
             KeyFrom::Envelope => envelope(body)?,
             KeyFrom::Header(name) => {
-                let key = message
-                    .header(name)
-                    .ok_or_else(|| Poison(format!("no key: the message has no {name:?} header")))?;
+                if let Some(why) = message.header_unusable(name) {
+                    return Err(Poison::new(format!("no key: {name:?} is {why}")));
+                }
+                let key = message.header(name).ok_or_else(|| {
+                    Poison::new(format!("no key: the message has no {name:?} header"))
+                })?;
                 (key, Payload::from_value(&body))
             }
             KeyFrom::Field(pointer) => {
@@ -98,30 +132,38 @@ impl KeyFrom {
                     Some(Value::String(s)) => s.clone(),
                     Some(Value::Number(n)) => n.to_string(),
                     Some(other) => {
-                        return Err(Poison(format!(
+                        return Err(Poison::new(format!(
                             "no key: the body's {pointer} is {other}, not a string or number"
-                        )))
+                        ))
+                        .with_key(other.to_string()))
                     }
-                    None => return Err(Poison(format!("no key: the body has no {pointer}"))),
+                    None => return Err(Poison::new(format!("no key: the body has no {pointer}"))),
                 };
                 (key, Payload::from_value(&body))
             }
         };
-        validate_op_key(&key).map_err(|e| Poison(format!("bad key: {e}")))?;
+        if let Err(e) = validate_op_key(&key) {
+            return Err(Poison::new(format!("bad key: {e}")).with_key(key));
+        }
         Ok(Operation { key, payload })
     }
 }
 
 fn envelope(body: Value) -> Result<(String, Payload), Poison> {
     let Value::Object(mut fields) = body else {
-        return Err(Poison(
-            "no key: the body is not a {\"key\": ..., \"payload\": ...} object".into(),
+        return Err(Poison::new(
+            "no key: the body is not a {\"key\": ..., \"payload\": ...} object",
         ));
     };
     let key = match fields.remove("key") {
         Some(Value::String(s)) => s,
-        Some(other) => return Err(Poison(format!("no key: \"key\" is {other}, not a string"))),
-        None => return Err(Poison("no key: the body has no \"key\"".into())),
+        Some(other) => {
+            return Err(
+                Poison::new(format!("no key: \"key\" is {other}, not a string"))
+                    .with_key(other.to_string()),
+            )
+        }
+        None => return Err(Poison::new("no key: the body has no \"key\"")),
     };
     let payload = match fields.remove("payload") {
         None | Some(Value::Null) => Payload::none(),
@@ -161,7 +203,76 @@ mod tests {
     }
 
     fn why(shape: &KeyFrom, body: &'static str) -> String {
-        shape.operation(&Msg(body, None)).unwrap_err().0
+        shape.operation(&Msg(body, None)).unwrap_err().reason
+    }
+
+    #[test]
+    fn a_bad_key_is_kept_for_the_log_line() {
+        let bad = KeyFrom::Envelope
+            .operation(&Msg("{\"key\":\"ord\\u0007er\"}", None))
+            .unwrap_err();
+        assert!(bad.reason.starts_with("bad key: "), "{}", bad.reason);
+        assert_eq!(bad.key.as_deref(), Some("ord\u{7}er"));
+        let number = KeyFrom::Envelope
+            .operation(&Msg(r#"{"key":7}"#, None))
+            .unwrap_err();
+        assert_eq!(number.key.as_deref(), Some("7"));
+        let missing = KeyFrom::Envelope
+            .operation(&Msg(r#"{"payload":1}"#, None))
+            .unwrap_err();
+        assert_eq!(missing.key, None);
+    }
+
+    #[test]
+    fn a_body_over_256_kib_is_poison_naming_its_size() {
+        let at_limit = format!(
+            "{{\"key\":\"k\",\"payload\":\"{}\"}}",
+            "x".repeat(MAX_BODY_BYTES - 30)
+        );
+        assert!(at_limit.len() <= MAX_BODY_BYTES);
+        let at_limit: &'static str = Box::leak(at_limit.into_boxed_str());
+        assert!(KeyFrom::Envelope.operation(&Msg(at_limit, None)).is_ok());
+        let over = format!(
+            "{{\"key\":\"k\",\"payload\":\"{}\"}}",
+            "x".repeat(MAX_BODY_BYTES)
+        );
+        let size = over.len();
+        let over: &'static str = Box::leak(over.into_boxed_str());
+        let why = why(&KeyFrom::Envelope, over);
+        assert_eq!(
+            why,
+            format!("the body is {size} bytes, over the limit of 262144 bytes (256 KiB)")
+        );
+    }
+
+    #[test]
+    fn an_unusable_attribute_names_its_type() {
+        struct NumberAttr;
+        impl Message for NumberAttr {
+            fn body(&self) -> &[u8] {
+                b"{}"
+            }
+            fn header(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn header_unusable(&self, _: &str) -> Option<String> {
+                Some("a Number attribute; an operation key must be a String attribute".into())
+            }
+            fn id(&self) -> String {
+                "m1".into()
+            }
+            fn deliveries(&self) -> u64 {
+                1
+            }
+        }
+        let why = KeyFrom::Header("op".into())
+            .operation(&NumberAttr)
+            .unwrap_err()
+            .reason;
+        assert_eq!(
+            why,
+            "no key: \"op\" is a Number attribute; an operation key must be a String attribute"
+        );
     }
 
     #[test]

@@ -75,7 +75,8 @@ async fn poison_goes_to_the_dead_letter_queue_with_its_reason() {
     let Some(q) = Moto::start("sqs poison").await else {
         return;
     };
-    let broker = support::poison_goes_to_the_dead_letters(&q).await;
+    let (broker, summary) = support::poison_goes_to_the_dead_letters(&q).await;
+    assert!(summary.contains(", dead-lettered 3,"), "{summary}");
     let out = q
         .client
         .receive_message()

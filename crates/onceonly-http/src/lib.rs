@@ -58,6 +58,8 @@ pub struct ClientOptions {
 #[derive(Debug, Clone)]
 pub struct HttpDestination {
     client: reqwest::Client,
+    /// Each request's bound, named when it cuts one.
+    request_timeout: Duration,
     base: String,
     /// The origin (scheme, host, port) the destination's credentials belong to.
     origin: url::Origin,
@@ -88,6 +90,7 @@ impl HttpDestination {
         let client = build_client(options.request_timeout, options.ca_cert.as_deref())?;
         Ok(Self {
             client,
+            request_timeout: options.request_timeout,
             base: base_url.trim_end_matches('/').to_owned(),
             origin: parsed.origin(),
             shape: Arc::new(shape),
@@ -176,6 +179,7 @@ impl HttpDestination {
         };
         let response = match builder.send().await {
             Ok(r) => r,
+            Err(e) if e.is_timeout() => return self.request_timed_out(&e),
             Err(e) => return classify_send_error(&e),
         };
         let status = response.status();
@@ -187,6 +191,16 @@ impl HttpDestination {
             )),
             Err((_, read)) => shape.classify_send(status, &headers, &read, Some(&url)),
         }
+    }
+
+    /// A send cut by the request's own bound (not the attempt's: that one
+    /// drops the effect and says so itself).
+    fn request_timed_out(&self, e: &reqwest::Error) -> EffectOutcome {
+        EffectOutcome::Unknown(format!(
+            "timed out after sending: the request timeout ({}) ran out: {}",
+            humantime::format_duration(self.request_timeout),
+            client::error_chain(e)
+        ))
     }
 
     /// The send's body: the payload as is, or the shape's template filled.

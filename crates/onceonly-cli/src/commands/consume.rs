@@ -91,7 +91,15 @@ fn parse_key_from(text: &str) -> Result<KeyFrom, String> {
 }
 
 /// The sentence for a build without the broker's feature.
-#[cfg_attr(all(feature = "sqs", feature = "nats"), allow(dead_code))]
+#[cfg_attr(
+    all(
+        feature = "sqs",
+        feature = "nats",
+        feature = "bench",
+        feature = "console"
+    ),
+    allow(dead_code)
+)]
 pub fn not_built(feature: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "this onceonly was built without {feature} support; build it with the feature: cargo install --path crates/onceonly-cli --features {feature} (or cargo run -p onceonly-cli --features {feature} -- ...)"
@@ -216,7 +224,9 @@ async fn guarded<S: Store, B: Broker>(
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        eprintln!("onceonly consume: stopping: no new messages; letting those in hand finish");
+        eprintln!(
+            "onceonly consume: stopping (SIGTERM or Ctrl-C): no new messages are received; those in hand finish, each within --timeout, then the summary and exit 0"
+        );
         let _ = stop_tx.send(true);
     });
     let handler = Guarded {
@@ -224,6 +234,6 @@ async fn guarded<S: Store, B: Broker>(
         effect: destination,
     };
     consumer.run(&handler, stop_rx).await?;
-    eprintln!("onceonly consume: {}", consumer.stats().summary());
+    eprintln!("onceonly consume: {}", consumer.summary());
     Ok(ExitCode::SUCCESS)
 }

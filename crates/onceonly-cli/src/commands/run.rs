@@ -90,6 +90,10 @@ pub struct JobArgs {
     /// The whole attempt, HTTP included [default: 10s].
     #[arg(long, value_parser = onceonly::parse_duration)]
     timeout: Option<Duration>,
+    /// Each HTTP request's own limit, at most --timeout [default: what is
+    /// left of --timeout when the request starts].
+    #[arg(long, value_parser = onceonly::parse_duration)]
+    request_timeout: Option<Duration>,
     /// Renew the lease this often (for a timeout longer than the lease).
     #[arg(long, value_parser = onceonly::parse_duration)]
     heartbeat: Option<Duration>,
@@ -157,16 +161,33 @@ impl JobArgs {
             headers: &self.headers,
             max_answer_bytes: self.max_answer_bytes,
         };
-        // One request may take half the attempt, so a retry still fits in it.
         let http = destination::build(
             &self.job,
             &http,
             file,
             &flags,
             Some(spec.effect),
-            spec.timeout / 2,
+            self.request_limit(spec.timeout)?,
         )?;
         Ok((spec, http, file.and_then(|f| f.retention)))
+    }
+}
+
+impl JobArgs {
+    /// The bound of one request: `--request-timeout` when given, else the
+    /// whole attempt's, so a request may use what is left of it (the
+    /// attempt's own bound cuts it at the attempt's end).
+    fn request_limit(&self, attempt: Duration) -> anyhow::Result<Duration> {
+        match self.request_timeout {
+            Some(r) if r.is_zero() => anyhow::bail!("--request-timeout must be more than 0s"),
+            Some(r) if r > attempt => anyhow::bail!(
+                "--request-timeout ({}) is longer than the job timeout ({}): the attempt's limit would always cut the request first; lower it or raise --timeout",
+                humantime::format_duration(r),
+                humantime::format_duration(attempt)
+            ),
+            Some(r) => Ok(r),
+            None => Ok(attempt),
+        }
     }
 }
 

@@ -6,3 +6,4 @@ pub mod moto;
 pub mod nats;
 #[cfg(feature = "sqs")]
 pub mod sqs;
+mod sqs_attribute;

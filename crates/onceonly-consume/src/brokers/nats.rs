@@ -162,6 +162,11 @@ impl Broker for NatsBroker {
         "nats"
     }
 
+    fn poison_action(&self) -> &'static str {
+        // JetStream has no dead-letter queue: +TERM ends the message.
+        "terminated"
+    }
+
     async fn redelivery(&self) -> Result<Redelivery> {
         let mut consumer = self.consumer.clone();
         let info = consumer

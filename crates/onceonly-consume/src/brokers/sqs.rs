@@ -45,7 +45,8 @@ pub struct SqsMessage {
     body: String,
     receipt: String,
     id: String,
-    attributes: HashMap<String, String>,
+    /// Each message attribute's text, or why it cannot carry a key.
+    attributes: HashMap<String, std::result::Result<String, String>>,
     receive_count: u64,
 }
 
@@ -55,7 +56,11 @@ impl Message for SqsMessage {
     }
 
     fn header(&self, name: &str) -> Option<String> {
-        self.attributes.get(name).cloned()
+        self.attributes.get(name)?.clone().ok()
+    }
+
+    fn header_unusable(&self, name: &str) -> Option<String> {
+        self.attributes.get(name)?.clone().err()
     }
 
     fn id(&self) -> String {
@@ -291,7 +296,11 @@ impl Broker for SqsBroker {
                     .message_attributes()
                     .map(|a| {
                         a.iter()
-                            .filter_map(|(k, v)| Some((k.clone(), v.string_value()?.to_owned())))
+                            .map(|(k, v)| {
+                                let text =
+                                    super::sqs_attribute::key_text(v.data_type(), v.string_value());
+                                (k.clone(), text)
+                            })
                             .collect()
                     })
                     .unwrap_or_default();

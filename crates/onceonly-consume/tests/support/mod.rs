@@ -141,8 +141,9 @@ pub async fn two_messages_one_effect<Q: Queues>(q: &Q) {
 }
 
 /// Poison (not JSON, no key, a key reused with another payload): dead
-/// letters, each once, never redelivered.
-pub async fn poison_goes_to_the_dead_letters<Q: Queues>(q: &Q) -> Q::B {
+/// letters, each once, never redelivered. Returns the broker and the
+/// consumer's summary line.
+pub async fn poison_goes_to_the_dead_letters<Q: Queues>(q: &Q) -> (Q::B, String) {
     let redelivery = Duration::from_secs(2);
     let broker = q.make("poison", redelivery).await;
     let server = TestServer::start(Mode::Keyed).await.unwrap();
@@ -182,7 +183,8 @@ pub async fn poison_goes_to_the_dead_letters<Q: Queues>(q: &Q) -> Q::B {
     assert_eq!(n(&stats.acked), 1, "{}", stats.summary());
     assert_eq!(server.effects(&idempotency_key("poison", "order-1")), 1);
     nothing_comes_back(consumer.broker(), redelivery).await;
-    consumer.into_broker()
+    let summary = consumer.summary();
+    (consumer.into_broker(), summary)
 }
 
 /// A job longer than the redelivery timeout, with a heartbeat: the

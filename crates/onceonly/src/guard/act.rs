@@ -32,7 +32,7 @@ impl<S: Store> Guard<S> {
         Ok(match bounded.await {
             Ok(result) => within_answer_rules(result?),
             Err(_) => EffectOutcome::Unknown(format!(
-                "timed out after {}; the effect was stopped",
+                "timed out after {} (the job timeout: the whole attempt, every request in it); the effect was stopped",
                 humantime::format_duration(self.spec.timeout)
             )),
         })
