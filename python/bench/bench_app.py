@@ -1,15 +1,17 @@
 """The Celery app the benchmark's workers run: the same task body, unguarded,
 guarded, and with the guard's own two statements run raw (no guard logic).
 
-Each process counts the statements it sends (the store's and the raw task's)
-and writes the running count on every line of the done file, so the driver
-can print statements per task without a per-task write of its own."""
+Each process counts the statements it sends (the store's and the raw task's),
+and times guard.run, the statements inside it and the body, and writes the
+running totals on every line of the done file, so the driver can print them
+per task without a write of its own."""
 import os
+import time
 
 import psycopg
 from celery import Celery
 
-from onceonly import Payload, State
+from onceonly import Guard, Payload, State
 from onceonly.celery import guarded_task
 from onceonly.stores import params
 from onceonly.stores.params import OpMove
@@ -21,24 +23,42 @@ app.conf.update(task_default_queue=os.environ["BENCH_QUEUE"], worker_prefetch_mu
 DONE = os.environ["BENCH_DONE"]
 DB = os.environ["BENCH_DB"]
 SENT = [0]  # statements this process sent
+# Seconds this process spent in guard.run, in the store's statements, in the body.
+IN_GUARD, IN_STATEMENTS, IN_BODY = [0.0], [0.0], [0.0]
 
 _store_run = PgStore._run
+_guard_run = Guard.run
 
 
 def _counted_run(self, conn, name, args):
     SENT[0] += 1
-    return _store_run(self, conn, name, args)
+    t0 = time.perf_counter()
+    try:
+        return _store_run(self, conn, name, args)
+    finally:
+        IN_STATEMENTS[0] += time.perf_counter() - t0
+
+
+def _timed_guard_run(self, *args, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return _guard_run(self, *args, **kwargs)
+    finally:
+        IN_GUARD[0] += time.perf_counter() - t0
 
 
 PgStore._run = _counted_run
+Guard.run = _timed_guard_run
 
 
 def body(order_id):
     """The work every task does: note that it ran (one O_APPEND write), with
     this process's statement count so far."""
+    t0 = time.perf_counter()
     fd = os.open(DONE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.write(fd, f"{order_id} {os.getpid()} {SENT[0]}\n".encode())
+    os.write(fd, f"{order_id} {os.getpid()} {SENT[0]} {IN_GUARD[0]:.6f} {IN_STATEMENTS[0]:.6f} {IN_BODY[0]:.6f}\n".encode())
     os.close(fd)
+    IN_BODY[0] += time.perf_counter() - t0
     return {"order": order_id}
 
 

@@ -140,7 +140,8 @@ def celery_rates(broker, db, tasks, rounds, concurrency):
                     task_of[kind].delay(f"{run}-{kind}-{r}-{i}")
                 seen.wait(before + tasks)
                 rates[kind].append(tasks / (time.perf_counter() - t0))
-                sent[kind].append(sum(v - counts_before.get(pid, 0) for pid, v in seen.last_count.items()) / tasks)
+                sent[kind].append([sum(v[j] - counts_before.get(pid, (0, 0, 0, 0))[j] for pid, v in seen.last_count.items()) / tasks
+                                   for j in range(4)])
     finally:
         worker.terminate()
         worker.wait(30)
@@ -165,8 +166,10 @@ class _Lines:
             whole = chunk[:chunk.rfind("\n") + 1]
             self.offset += len(whole)
             for line in whole.splitlines():
-                _, pid, n = line.split()
-                self.last_count[pid] = max(self.last_count.get(pid, 0), int(n))
+                _, pid, *totals = line.split()
+                totals = (int(totals[0]), *map(float, totals[1:]))
+                if totals[0] >= self.last_count.get(pid, (0,))[0]:
+                    self.last_count[pid] = totals
                 self.n += 1
         return self.n
 
@@ -188,21 +191,31 @@ def main():
                     type=lambda v: [int(x) for x in v.split(",")])
     ap.add_argument("--calls", type=int, default=2000, help="in-process calls per variant")
     a = ap.parse_args()
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start (shared with other work)")
-    print(f"\nper call, in-process, PostgreSQL {a.db.rsplit('@', 1)[-1]}, {a.calls} calls each:")
-    print(f"  {'variant':<52}{'ops/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'stmts':>7}")
-    calls = per_call(a.db, a.calls)
-    for name, (ops, p50, p99, n) in calls.items():
-        print(f"  {name:<52}{ops:>9.0f}{p50:>9.3f}{p99:>9.3f}{n:>7.2f}")
-    guarded, raw = calls["guard.run (claim, effect, fenced completion)"][0], calls["raw claim.sql + move.sql (psycopg, no guard logic)"][0]
-    print(f"  guard.run / raw: {guarded / raw:.2f}x (target >= 0.9)")
+    print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start (shared with other work)")
+    if a.calls:
+        print(f"\nper call, in-process, PostgreSQL {a.db.rsplit('@', 1)[-1]}, {a.calls} calls each:")
+        print(f"  {'variant':<52}{'ops/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'stmts':>7}")
+        calls = per_call(a.db, a.calls)
+        for name, (ops, p50, p99, n) in calls.items():
+            print(f"  {name:<52}{ops:>9.0f}{p50:>9.3f}{p99:>9.3f}{n:>7.2f}")
+        guarded, raw = calls["guard.run (claim, effect, fenced completion)"][0], calls["raw claim.sql + move.sql (psycopg, no guard logic)"][0]
+        print(f"  guard.run / raw: {guarded / raw:.2f}x (target >= 0.9)")
+    if len(a.concurrency) > 1:
+        # One process per worker: the Celery app is configured at import, once per process.
+        for c in a.concurrency:
+            subprocess.run([sys.executable, __file__, "--broker", a.broker, "--db", a.db, "--tasks", str(a.tasks),
+                            "--rounds", str(a.rounds), "--calls", "0", "--concurrency", str(c)], check=True)
+        return
     for c in a.concurrency:
         rates, sent = celery_rates(a.broker, a.db, a.tasks, a.rounds, c)
         print(f"\nCelery, {a.broker.split('@')[-1]}, prefork -c {c}, {a.tasks} tasks per round, {a.rounds} rounds alternating:")
         med = {k: statistics.median(v) for k, v in rates.items()}
         for name, values in rates.items():
-            print(f"  {name:<10} {med[name]:>7.0f} tasks/s  {statistics.median(sent[name]):>4.2f} statements/task"
+            print(f"  {name:<10} {med[name]:>7.0f} tasks/s  {statistics.median(s[0] for s in sent[name]):>4.2f} statements/task"
                   f"  (rounds: {', '.join(f'{v:.0f}' for v in values)})")
+        # Where a guarded task's time in guard.run goes (timers in the worker processes).
+        g, st, b = (statistics.median(s[j] for s in sent["guarded"]) * 1e3 for j in (1, 2, 3))
+        print(f"  in guard.run per task: {g:.2f} ms = statements {st:.2f} ms + body {b:.2f} ms + the guard's own code {g - st - b:.2f} ms")
         # Time per task and process over the unguarded task: what the guard adds, and what its statements cost raw.
         added = {k: c * (1 / med[k] - 1 / med["unguarded"]) * 1e3 for k in ("guarded", "raw")}
         print(f"  added per task and process: guarded {added['guarded']:.2f} ms, its statements raw {added['raw']:.2f} ms;"
