@@ -29,6 +29,11 @@ OptionParser.new do |o|
   o.on("--kinds LIST", Array, "Jobs to run (default plain,guarded,claim-only,raw,raw-push)") { |v| opts[:kinds] = v }
 end.parse!
 abort "--redis and --db are required" unless opts[:redis] && opts[:db]
+unless opts[:db].start_with?("postgres")
+  # The raw baselines run the PostgreSQL statements through `pg`.
+  opts[:kinds] -= %w[raw raw-push]
+  abort "--calls needs a PostgreSQL --db" if opts[:calls].positive?
+end
 $stdout.sync = true
 
 run = SecureRandom.hex(4)
