@@ -19,6 +19,7 @@ module Onceonly
     @requests = []
     @watcher = nil
     @pid = nil
+    @next_at = nil # when the watcher wakes next (nil: when signalled)
 
     class << self
       # The block's value; Timeout::Error when it still ran after `seconds`
@@ -28,7 +29,9 @@ module Onceonly
         @lock.synchronize do
           start_watcher
           @requests << request
-          @wake.signal
+          # Wake the watcher only when it sleeps past this deadline (with one
+          # timeout for all jobs, a new request is never the earliest).
+          @wake.signal if @next_at.nil? || request.at < @next_at
         end
         begin
           yield
@@ -56,6 +59,7 @@ module Onceonly
 
         @requests = [] unless @pid == Process.pid
         @pid = Process.pid
+        @next_at = nil
         @watcher = Thread.new { watch }
         @watcher.name = "onceonly-deadline"
       end
@@ -66,8 +70,8 @@ module Onceonly
             now = monotonic
             due, @requests = @requests.partition { |r| r.at <= now }
             due.each { |r| r.thread.raise(r.passed) }
-            next_at = @requests.map(&:at).min
-            next_at ? @wake.wait(@lock, next_at - now) : @wake.wait(@lock)
+            @next_at = @requests.map(&:at).min
+            @next_at ? @wake.wait(@lock, @next_at - now) : @wake.wait(@lock)
           end
         end
       end
