@@ -40,14 +40,21 @@ module Onceonly
       attr_accessor :on_outcome
 
       # The store every guarded job uses unless it names its own (default:
-      # Onceonly.connect(ENV["ONCEONLY_DB"]) on first use).
+      # Onceonly.connect(ENV["ONCEONLY_DB"], pool: Sidekiq's concurrency) on
+      # first use: a connection per job thread, so no thread waits for one).
       def store
         @store ||= begin
           url = ENV["ONCEONLY_DB"]
           raise InvalidInput, "no onceonly store: set Onceonly::Sidekiq.store = Onceonly.connect(URL) or ONCEONLY_DB" unless url
 
-          Onceonly.connect(url)
+          Onceonly.connect(url, pool: pool_size)
         end
+      end
+
+      # One store connection per Sidekiq job thread (its -c, default 10 in Sidekiq 6; 5 in Sidekiq 7).
+      def pool_size
+        concurrency = ::Sidekiq.respond_to?(:default_configuration) ? ::Sidekiq.default_configuration[:concurrency] : ::Sidekiq.options[:concurrency]
+        [Integer(concurrency || 5), 1].max
       end
 
       # Guarded job classes by job type.

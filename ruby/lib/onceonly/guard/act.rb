@@ -15,12 +15,12 @@ module Onceonly
     end
 
     # The effect under the claim, bounded by the job timeout: a timed-out
-    # effect is stopped (Timeout raises in it) and its outcome is unknown.
+    # effect is stopped (Deadline raises in it) and its outcome is unknown.
     # Returns [:done, external_ref, result], [:not_sent, why], [:unknown, why]
     # or [:failed, why].
     def perform(ctx, claim, after_stale, effect)
       fault(:after_claim, ctx)
-      Timeout.timeout(spec.timeout_ms / 1000.0) do
+      Deadline.within(spec.timeout_ms / 1000.0) do
         with_heartbeat(ctx) { attempts(ctx, claim, after_stale, effect) }
       end
     rescue Timeout::Error

@@ -114,6 +114,11 @@ module Onceonly
       raise DatabaseError, "SQLite transaction on #{@path} failed: #{e.message}"
     end
 
+    # How many connections the store's own pool holds.
+    def pool_size
+      @pool.size
+    end
+
     def kind
       "sqlite"
     end
