@@ -78,6 +78,7 @@ macro_rules! conformance_tests {
             eight_workers_race_25_runs,
             local_two_workers_race,
             similar_operations_are_two_effects,
+            keys_differing_by_case_or_trailing_space_are_three_operations,
             relays_claim_each_queued_operation_once,
             batch_completion_is_fenced_per_claim,
             batch_claim_respects_its_limit,

@@ -62,6 +62,8 @@ pub use queries::deciding;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use onceonly::store::{
@@ -147,6 +149,8 @@ pub struct MySqlStore {
     url: String,
     options: MySqlOptions,
     clock: ClockOffset,
+    /// Work run again after a deadlock or lock wait, in this store's clones.
+    retries: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for MySqlStore {
@@ -222,6 +226,7 @@ impl MySqlStore {
             url: url.to_owned(),
             options,
             clock,
+            retries: Arc::default(),
         })
     }
 
@@ -229,6 +234,12 @@ impl MySqlStore {
     /// store's clock offset (a second worker, in tests).
     pub async fn reconnect(&self) -> Result<Self> {
         Self::connect_sharing_clock(&self.url, self.options.clone(), self.clock.clone()).await
+    }
+
+    /// How many times work was run again after a deadlock (1213) or a lock
+    /// wait timeout (1205), by this store and its clones.
+    pub fn lock_retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
     }
 
     /// The pool, for the user's own queries.
@@ -303,7 +314,7 @@ impl Store for MySqlStore {
 
     async fn op_claim(&self, p: &OpClaim<'_>) -> Result<ClaimRow> {
         let offset = self.offset();
-        let claimed = retried("claim", || async move {
+        let claimed = retried("claim", &self.retries, || async move {
             let mut conn = self.pool.acquire().await?;
             claim::claim(&mut conn, offset, p, false).await
         })
@@ -321,7 +332,7 @@ impl Store for MySqlStore {
 
     async fn op_take_over(&self, p: &OpTakeOver<'_>) -> Result<Option<Claim>> {
         let offset = self.offset();
-        retried("take over", || async move {
+        retried("take over", &self.retries, || async move {
             let mut tx = self.pool.begin().await?;
             let claim = match queries::take_over(&mut tx, offset, p).await? {
                 1 => queries::take_over_read(&mut tx, p.job_type, p.op_key, p.stale_token + 1)
@@ -345,7 +356,7 @@ impl Store for MySqlStore {
         items.dedup_by(|a, b| a.op_key == b.op_key);
         let offset = self.offset();
         let items = &items;
-        retried("complete batch", || async move {
+        retried("complete batch", &self.retries, || async move {
             let mut tx = self.pool.begin().await?;
             let mut completed = Vec::new();
             for c in items {
@@ -364,7 +375,7 @@ impl Store for MySqlStore {
 
     async fn op_move(&self, p: &OpMove<'_>) -> Result<bool> {
         let offset = self.offset();
-        let n = retried("move", || async move {
+        let n = retried("move", &self.retries, || async move {
             queries::move_op(&mut *self.pool.acquire().await?, offset, p).await
         })
         .await
@@ -381,7 +392,7 @@ impl Store for MySqlStore {
 
     async fn op_heartbeat(&self, p: &OpHeartbeat<'_>) -> Result<Option<Heartbeat>> {
         let offset = self.offset();
-        retried("heartbeat", || async move {
+        retried("heartbeat", &self.retries, || async move {
             let mut tx = self.pool.begin().await?;
             let beat = match queries::heartbeat(&mut tx, offset, p).await? {
                 1 => queries::heartbeat_read(&mut tx, p).await?,
@@ -397,7 +408,7 @@ impl Store for MySqlStore {
 
     async fn op_request_cancel(&self, p: &OpRequestCancel<'_>) -> Result<bool> {
         let offset = self.offset();
-        let n = retried("request cancel", || async move {
+        let n = retried("request cancel", &self.retries, || async move {
             queries::request_cancel(&mut *self.pool.acquire().await?, offset, p).await
         })
         .await
@@ -432,7 +443,7 @@ impl Store for MySqlStore {
 
     async fn op_purge(&self, p: &OpPurge<'_>) -> Result<u64> {
         let offset = self.offset();
-        retried("purge", || async move {
+        retried("purge", &self.retries, || async move {
             let mut tx = self.pool.begin().await?;
             let purged = queries::purge(&mut tx, offset, p).await?;
             queries::purge_audit(&mut tx, p.job_type).await?;
@@ -445,7 +456,7 @@ impl Store for MySqlStore {
 
     async fn op_enqueue(&self, p: &OpEnqueue<'_>) -> Result<Enqueued> {
         let offset = self.offset();
-        let found = retried("enqueue", || async move {
+        let found = retried("enqueue", &self.retries, || async move {
             enqueue_on(&mut *self.pool.acquire().await?, offset, p, false).await
         })
         .await
@@ -466,7 +477,7 @@ impl Store for MySqlStore {
 
     async fn op_claim_batch(&self, p: &OpClaimBatch<'_>) -> Result<Vec<(Record, Claim)>> {
         let offset = self.offset();
-        retried("claim batch", || async move {
+        retried("claim batch", &self.retries, || async move {
             let mut tx = self.pool.begin().await?;
             let mut keys = queries::claim_batch_pick(&mut tx, offset, p.job_type, p.limit).await?;
             keys.sort();

@@ -8,6 +8,7 @@
 //! the error goes to the caller.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::errors::is_transient;
@@ -16,8 +17,13 @@ use crate::errors::is_transient;
 pub const MAX_ATTEMPTS: u32 = 5;
 
 /// Runs `work` until it succeeds, fails otherwise, or has been tried
-/// [`MAX_ATTEMPTS`] times; waits a little longer before each retry.
-pub(crate) async fn retried<T, F, Fut>(what: &str, mut work: F) -> Result<T, sqlx::Error>
+/// [`MAX_ATTEMPTS`] times; waits a little longer before each retry, and
+/// counts each in `retries`.
+pub(crate) async fn retried<T, F, Fut>(
+    what: &str,
+    retries: &AtomicU64,
+    mut work: F,
+) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, sqlx::Error>>,
@@ -27,6 +33,7 @@ where
         match work().await {
             Err(e) if is_transient(&e) && attempt < MAX_ATTEMPTS => {
                 tracing::debug!(what, attempt, error = %e, "retrying after a lock conflict");
+                retries.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
                 attempt += 1;
             }
