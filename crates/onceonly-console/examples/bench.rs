@@ -437,5 +437,6 @@ async fn main() {
     match DbKind::of(&a.db).unwrap() {
         DbKind::Sqlite => sqlite(&a).await,
         DbKind::Postgres => postgres(&a).await,
+        DbKind::MySql => panic!("the console bench does not run on MySQL yet"),
     }
 }

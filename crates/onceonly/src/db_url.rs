@@ -10,10 +10,13 @@ pub enum DbKind {
     Sqlite,
     /// `postgres://...` or `postgresql://...`.
     Postgres,
+    /// `mysql://...` or `mariadb://...` (MySQL 8 or MariaDB).
+    MySql,
 }
 
 /// What a database URL must look like, for errors.
-pub const EXPECTED: &str = "sqlite://PATH, sqlite:///ABS/PATH or postgres://... (postgresql://...)";
+pub const EXPECTED: &str =
+    "sqlite://PATH, sqlite:///ABS/PATH, postgres://... (postgresql://...) or mysql://HOST/DATABASE (mariadb://...)";
 
 impl DbKind {
     /// The database `url` names, by its scheme; any other is
@@ -25,6 +28,8 @@ impl DbKind {
             Ok(DbKind::Sqlite)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(DbKind::Postgres)
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            Ok(DbKind::MySql)
         } else {
             Err(Error::Invalid(format!(
                 "database URL {:?}: expected {EXPECTED}",
@@ -121,6 +126,8 @@ mod tests {
             ("sqlite:///var/lib/onceonly.db", DbKind::Sqlite),
             ("postgres://app@db.internal/app", DbKind::Postgres),
             ("postgresql://app:pw@db.internal:5432/app", DbKind::Postgres),
+            ("mysql://root@127.0.0.1:3306/test", DbKind::MySql),
+            ("mariadb://app:pw@db.internal/app", DbKind::MySql),
         ] {
             assert_eq!(DbKind::of(url).unwrap(), kind, "{url}");
         }
@@ -129,7 +136,8 @@ mod tests {
     #[test]
     fn other_databases_are_refused_naming_the_url_without_its_password() {
         for url in [
-            "mysql://app:hunter2@db.internal/app",
+            "mssql://app:hunter2@db.internal/app",
+            "mysql:/app",
             "postgres:/app",
             "onceonly.db",
             "",
@@ -140,12 +148,12 @@ mod tests {
             assert!(msg.contains(EXPECTED), "{msg}");
             assert!(!msg.contains("hunter2"), "the password printed: {msg}");
         }
-        let Err(e) = DbKind::of("mysql://app:hunter2@db.internal/app") else {
+        let Err(e) = DbKind::of("mssql://app:hunter2@db.internal/app") else {
             unreachable!()
         };
         assert!(
             e.to_string()
-                .contains("\"mysql://app:***@db.internal/app\""),
+                .contains("\"mssql://app:***@db.internal/app\""),
             "{e}"
         );
     }

@@ -74,6 +74,9 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let pg_url = match DbKind::of(db)? {
         DbKind::Postgres => db.to_owned(),
         DbKind::Sqlite => args.pg.clone(),
+        DbKind::MySql => {
+            anyhow::bail!("bench does not measure MySQL yet (issue #23, a later phase)")
+        }
     };
     let config = Config {
         ops: args.ops,
