@@ -85,7 +85,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ONCEONLY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+                // sqlx warns of a connect parameter it does not know with
+                // its value: `?sslpassword=...` would be logged in clear.
+                .add_directive(
+                    "sqlx_postgres::options::parse=error"
+                        .parse()
+                        .expect("directive"),
+                ),
         )
         .with_writer(std::io::stderr)
         .init();

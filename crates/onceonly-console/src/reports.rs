@@ -13,6 +13,7 @@ use onceonly_tools::repeats::{find, summary, time};
 
 use crate::auth::Operator;
 use crate::error::ConsoleError;
+use crate::filters;
 use crate::view::{cut, without_url, Chrome};
 use crate::Shared;
 

@@ -1,6 +1,6 @@
 //! A client cannot hold the console's sockets: a connection whose request
 //! headers do not arrive within the header timeout is closed, and so is one
-//! whose body does not arrive within the body timeout — a thousand
+//! whose body does not arrive within the body timeout — hundreds of
 //! half-sent requests are all closed, and the console still answers.
 
 mod common;
@@ -16,6 +16,7 @@ const LIMIT: Duration = Duration::from_millis(500);
 /// How long a test waits for the server to close before calling it held
 /// (far above the limit, so a slow machine does not fail it).
 const GIVE_UP: Duration = Duration::from_secs(20);
+const SOCKETS: usize = 400;
 
 fn options(url: &str) -> Options {
     let mut o = Options::new(url);
@@ -44,8 +45,11 @@ async fn half_sent_request_lines_are_closed() {
     let (url, store) = sqlite().await;
     let base = serve(store, options(&url)).await;
     let addr = base.trim_start_matches("http://").to_owned();
+    // 400: the client's and the server's ends both count against this one
+    // process's descriptors, often limited to 1,024 (the probe in
+    // tools/console-probe.py holds 1,100 against the real binary).
     let mut held = Vec::new();
-    for i in 0..1000 {
+    for i in 0..SOCKETS {
         let mut conn = TcpStream::connect(&addr).await.unwrap();
         // Half a request line, or nothing at all.
         if i % 2 == 0 {
