@@ -90,13 +90,17 @@ def raw(order_id):
     payload = Payload.of({"args": [order_id], "kwargs": {}})
     with psycopg.RawCursor(_raw_conn()) as cur:
         SENT[0] += 1
+        t0 = time.perf_counter()
         cur.execute(statement("claim", "onceonly"),
                     params.claim(0, "bench.raw", order_id, "bench", payload.fingerprint, payload.json, 30_000))
         token = cur.fetchone()[0]
+        IN_STATEMENTS[0] += time.perf_counter() - t0
         result = body(order_id)
         SENT[0] += 1
+        t0 = time.perf_counter()
         cur.execute(statement("move", "onceonly"),
                     params.move(0, OpMove("bench.raw", order_id, token, State.CLAIMED, State.COMPLETED,
                                           result='{"order":"%s"}' % order_id), bool))
+        IN_STATEMENTS[0] += time.perf_counter() - t0
         assert cur.rowcount == 1
     return result

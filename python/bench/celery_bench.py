@@ -216,6 +216,7 @@ def main():
         # Where a guarded task's time in guard.run goes (timers in the worker processes).
         g, st, b = (statistics.median(s[j] for s in sent["guarded"]) * 1e3 for j in (1, 2, 3))
         print(f"  in guard.run per task: {g:.2f} ms = statements {st:.2f} ms + body {b:.2f} ms + the guard's own code {g - st - b:.2f} ms")
+        print(f"  the raw task's two statements: {statistics.median(s[2] for s in sent['raw']) * 1e3:.2f} ms per task")
         # Time per task and process over the unguarded task: what the guard adds, and what its statements cost raw.
         added = {k: c * (1 / med[k] - 1 / med["unguarded"]) * 1e3 for k in ("guarded", "raw")}
         print(f"  added per task and process: guarded {added['guarded']:.2f} ms, its statements raw {added['raw']:.2f} ms;"
