@@ -138,14 +138,56 @@ def _refuse_constant(name: str):
     raise InvalidPayload(f"payload is not valid JSON: {name} is not a JSON value")
 
 
+class _Duplicate:
+    """Stands, while parsing, for an object that names `key` twice; `where`
+    is its path below the value holding it."""
+
+    def __init__(self, key: str, where: str):
+        self.key, self.where = key, where
+
+
+def _duplicate_in(value: Any, where: str) -> Optional[_Duplicate]:
+    # Objects below have been checked by their own hook; only arrays are walked.
+    if isinstance(value, _Duplicate):
+        return _Duplicate(value.key, where + value.where)
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _duplicate_in(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _object(pairs: list) -> Any:
+    # The first duplicate in document order, as the Rust core finds it: a
+    # repeated key before anything inside its value.
+    seen = set()
+    for key, value in pairs:
+        if key in seen:
+            return _Duplicate(key, "")
+        seen.add(key)
+        found = _duplicate_in(value, f".{key}")
+        if found is not None:
+            return found
+    return dict(pairs)
+
+
 def parse_json(text: str) -> Any:
-    """JSON text as the Rust core reads it (big integers as doubles, -0 as -0.0)."""
+    """JSON text as the Rust core reads it (big integers as doubles, -0 as
+    -0.0); an object naming a key twice is refused, as in every client."""
     try:
-        return json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant, object_pairs_hook=_object)
     except InvalidPayload:
         raise
     except (ValueError, TypeError) as e:
         raise InvalidPayload(f"payload is not valid JSON: {e}") from None
+    found = _duplicate_in(value, "$")
+    if found is not None:
+        raise InvalidPayload(
+            f"payload has the duplicate key {json.dumps(found.key, ensure_ascii=False)} "
+            f"in the object at {found.where}; each key may appear once"
+        )
+    return value
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,19 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from typing import Any, Callable, Dict, List, Optional, Union
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from celery import Celery, signals
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from . import connect
 from .canonical import Payload
-from .errors import DatabaseError, InjectedCrash, InvalidKey, OnceonlyError, Unreachable
-from .guard import Guard
+from .errors import DatabaseError, InjectedCrash, InvalidInput, InvalidKey, OnceonlyError, Unreachable
+from .guard import Guard, retry_backoff_ms
 from .outcome import Cancelled, Done, Failed, Held, InProgress, NotDue, RetryLater, WithdrawFailed
-from .spec import JobSpec, Kind, fmt_ms, to_ms
+from .spec import JobSpec, Kind, fmt_ms, timing_lines, to_ms
 from .stores import Store
 
 log = logging.getLogger("onceonly.celery")
@@ -60,8 +62,11 @@ class OperationCancelled(OnceonlyError):
     """The operation was cancelled by an operator."""
 
 
-def redelivery_timeout_ms(app: Celery) -> tuple:
-    """(ms, where it came from) for the app's broker: ``onceonly_redelivery_timeout``
+VISIBILITY_TIMEOUT_SETTING = 'broker_transport_options["visibility_timeout"]'
+
+
+def redelivery_timeout_ms(app: Celery) -> Tuple[Optional[int], str]:
+    """(ms, the setting to change) for the app's broker: ``onceonly_redelivery_timeout``
     if set; Redis/SQS: ``broker_transport_options['visibility_timeout']`` (kombu's
     default 1h); RabbitMQ: the server's consumer_timeout, which a client cannot
     read, taken as RabbitMQ's default of 30m unless set."""
@@ -73,30 +78,27 @@ def redelivery_timeout_ms(app: Celery) -> tuple:
     if url.startswith(("redis", "rediss", "sqs")):
         vt = (conf.broker_transport_options or {}).get("visibility_timeout")
         if vt is None:
-            return KOMBU_DEFAULT_VISIBILITY_TIMEOUT_MS, f"{url} visibility_timeout (kombu's default)"
-        return to_ms(vt, "visibility_timeout"), f"{url} visibility_timeout"
+            return KOMBU_DEFAULT_VISIBILITY_TIMEOUT_MS, VISIBILITY_TIMEOUT_SETTING
+        return to_ms(vt, "visibility_timeout"), VISIBILITY_TIMEOUT_SETTING
     if url.startswith(("amqp", "pyamqp", "amqps")):
-        return RABBITMQ_DEFAULT_CONSUMER_TIMEOUT_MS, "RabbitMQ consumer_timeout (the server's default; set onceonly_redelivery_timeout if yours differs)"
-    return None, f"{url} (no redelivery timeout known)"
+        return RABBITMQ_DEFAULT_CONSUMER_TIMEOUT_MS, "RabbitMQ's consumer_timeout, then onceonly_redelivery_timeout"
+    return None, "onceonly_redelivery_timeout"
 
 
 def timing_problems(app: Celery) -> List[str]:
-    """Every broken timing rule of the app's guarded tasks, each naming both values."""
+    """Every broken timing rule of the app's guarded tasks, one line each
+    (``job JOB: RULE [change SETTING]``, as every client words it)."""
     problems = []
-    redelivery, source = redelivery_timeout_ms(app)
+    redelivery, setting = redelivery_timeout_ms(app)
     for task in list(app.tasks.values()):
         spec: Optional[JobSpec] = getattr(task, "onceonly_spec", None)
         if spec is None:
             continue
-        checked = JobSpec(**{**spec.__dict__, "redelivery_timeout_ms": redelivery})
-        broken = checked.broken_timing_rules()
-        if redelivery is not None and redelivery <= spec.lease_ms:
-            # A delivery that finds the claim in progress waits, unacknowledged,
-            # up to one lease for its retry: the broker must not hand it out again meanwhile.
-            broken.append(f"queue redelivery timeout ({fmt_ms(redelivery)}) must be longer than the lease "
-                          f"({fmt_ms(spec.lease_ms)}), which a retry of an operation in progress waits")
-        for rule in broken:
-            problems.append(f"task {task.name} (job {spec.job_type}): {rule} [{source}]")
+        # The broker's timeout against the job timeout, and against the longest
+        # countdown the guard gives a retry: a retry is a new message a worker
+        # holds unacknowledged until its countdown (kombu #337 for ETA tasks).
+        checked = replace(spec, redelivery_timeout_ms=redelivery, redelivery_setting=setting)
+        problems.extend(timing_lines(spec.job_type, checked.broken_timing_rules()))
     return problems
 
 
@@ -108,10 +110,43 @@ def _refuse_to_start(sender=None, **_):
     if problems:
         for p in problems:
             log.critical("onceonly: %s", p)
-        raise SystemExit("onceonly: the worker refuses to start: " + "; ".join(problems))
+        raise SystemExit("onceonly: the worker refuses to start: timing rule broken: " + "; ".join(problems))
 
 
 signals.worker_init.connect(_refuse_to_start, weak=False)
+
+_GUARDED: Dict[str, Tuple[Celery, JobSpec]] = {}  # task name -> its app and spec, for the publish check
+
+
+def _eta_delay_ms(headers: Dict[str, Any]) -> Optional[int]:
+    eta = (headers or {}).get("eta")
+    if not eta:
+        return None
+    when = datetime.fromisoformat(eta) if isinstance(eta, str) else eta
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return round((when - datetime.now(timezone.utc)).total_seconds()) * 1000  # whole seconds: a countdown's grain
+
+
+def _warn_eta_past_redelivery(sender=None, headers=None, **_):
+    """A guarded task published with an ETA or countdown beyond the broker's
+    redelivery timeout is handed out again and again until it runs (kombu
+    #337): the guard keeps the effect once, but every copy is a delivery.
+    Warned, not refused: refusing would fail the caller's publish at run time."""
+    guarded = _GUARDED.get(sender)
+    delay = _eta_delay_ms(headers)
+    if guarded is None or delay is None:
+        return
+    app, spec = guarded
+    redelivery, setting = redelivery_timeout_ms(app)
+    if redelivery is not None and delay >= redelivery:
+        log.warning("onceonly: job %s: task %s is published to run in %s, not less than the queue redelivery "
+                    "timeout (%s): the broker will deliver it again and again until then (kombu #337); the guard "
+                    "keeps the effect once [change the countdown/eta or %s]", spec.job_type, sender,
+                    fmt_ms(delay), fmt_ms(redelivery), setting)
+
+
+signals.before_task_publish.connect(_warn_eta_past_redelivery, weak=False)
 
 
 def hard_time_limit_ms(spec: JobSpec) -> int:
@@ -151,13 +186,15 @@ class _PerProcess:
     def get(self) -> Guard:
         if self.guard is None or self.pid != os.getpid():
             store = connect(self.db) if isinstance(self.db, str) else self.db
-            self.guard, self.pid = Guard(store, self.spec, fault_hook=self.fault_hook), os.getpid()
+            # The soft time limit ends the attempt: recorded at once, never redone in-process.
+            self.guard = Guard(store, self.spec, fault_hook=self.fault_hook, interrupts=(SoftTimeLimitExceeded,))
+            self.pid = os.getpid()
         return self.guard
 
 
 def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str, Callable[..., Any]],
                  effect: str = "keyed", on_stale: str = "hold", lease="30s", timeout="10s",
-                 heartbeat=None, max_retries: int = 3, lookup=None, withdraw=None,
+                 heartbeat=None, max_retries: int = 3, max_retry_delay="1m", lookup=None, withdraw=None,
                  connection: Optional[Callable[[], Any]] = None,
                  payload: Optional[Callable[..., Any]] = None,
                  fault_hook: Optional[Callable[[str], Optional[str]]] = None,
@@ -172,10 +209,18 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
     transaction. ``fn``'s return value is the stored result; raise
     :class:`onceonly.NotSent`, :class:`onceonly.OutcomeUnknown` or
     :class:`onceonly.PermanentFailure` for the other outcomes.
-    Bad settings raise at decoration time, before any task runs.
+    ``max_retries``: how often an unknown or not-sent outcome is retried in
+    the process under one claim before it is recorded (released for a later
+    claim, or held/failed as the kind says). ``max_retry_delay``: the longest
+    countdown the guard gives ``self.retry`` (default 1m, the backoff's
+    ceiling); the worker refuses to start unless the broker's redelivery
+    timeout is longer. Bad settings raise at decoration time, before any task runs.
     """
     spec = JobSpec.build(job, effect=effect, on_stale=on_stale, lease=lease, timeout=timeout,
                          heartbeat=heartbeat, max_retries=max_retries)
+    spec.max_retry_delay_ms = to_ms(max_retry_delay, "max_retry_delay")
+    if spec.max_retry_delay_ms <= 0:
+        raise InvalidInput(f"max_retry_delay ({fmt_ms(spec.max_retry_delay_ms)}) must be above zero")
     if spec.effect is Kind.LOCAL and connection is None:
         raise InvalidKey("a local effect needs connection=: a function returning your connection or session")
     options: Dict[str, Any] = dict(
@@ -201,13 +246,19 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
             except InjectedCrash:
                 # An injected crash stands for a dead worker: the broker redelivers.
                 raise Reject("onceonly: injected crash", requeue=True)
-            except (Unreachable, DatabaseError, SoftTimeLimitExceeded) as e:
-                # Retried, not failed: a failed task is acknowledged, and a claim
-                # it left would never come back for the stale-claim policy. (The
-                # soft limit inside the effect is an unknown outcome, recorded;
-                # here it hit the claim or the completion write.)
-                log.warning("onceonly: %s:%s: %s; retrying in 5s", spec.job_type, op_key, e)
-                raise self.retry(exc=e, countdown=5)
+            except SoftTimeLimitExceeded as e:
+                if spec.effect is Kind.LOCAL:
+                    # The guard rolled the local effect back with its claim: nothing happened.
+                    countdown = _capped(spec, retry_backoff_ms(self.request.retries + 1) / 1000)
+                    log.warning("onceonly: %s:%s: the effect was stopped at the soft time limit (%s), "
+                                "its transaction rolled back; retrying in %.1fs", spec.job_type, op_key,
+                                fmt_ms(spec.timeout_ms), countdown)
+                    raise self.retry(exc=e, countdown=countdown)
+                # Inside the effect the guard records the soft limit itself; here it
+                # hit the claim or the recording write: retried like a database error.
+                raise _retried(self, spec, op_key, e)
+            except (Unreachable, DatabaseError) as e:
+                raise _retried(self, spec, op_key, e)
             return _settle(self, spec, op_key, outcome)
 
         name = fn.__name__ if fn.__name__.isidentifier() else spec.job_type.replace(".", "_").replace("-", "_")
@@ -215,9 +266,23 @@ def guarded_task(app: Celery, *, db: Union[str, Store], job: str, key: Union[str
         run.__qualname__ = name if name != fn.__name__ else getattr(fn, "__qualname__", name)
         task = app.task(**options)(run)
         task.onceonly_spec = spec
+        _GUARDED[task.name] = (app, spec)
         return task
 
     return decorate
+
+
+def _retried(task, spec: JobSpec, op_key: str, e: BaseException):
+    """Retried, not failed: a failed task is acknowledged, and a claim it left
+    would never come back for the stale-claim policy."""
+    countdown = _capped(spec, 5)
+    log.warning("onceonly: %s:%s: %s; retrying in %.1fs", spec.job_type, op_key, e, countdown)
+    return task.retry(exc=e, countdown=countdown)
+
+
+def _capped(spec: JobSpec, countdown_s: float) -> float:
+    """A retry's countdown, at most ``max_retry_delay`` (checked against the broker at worker start)."""
+    return min(countdown_s, spec.max_retry_delay_ms / 1000)
 
 
 def _deliver(guard, spec, op_key, payload, fn, args, kwargs, lookup, withdraw, connection):
@@ -239,13 +304,14 @@ def _settle(task, spec: JobSpec, op_key: str, outcome):
         # A live owner finishes (or is stopped) within the job timeout, so a
         # duplicate looks again then and usually finds it done; a dead
         # owner's claim is stale once the lease runs out, whichever is sooner.
-        countdown = max(min(outcome.retry_in_ms, spec.timeout_ms) / 1000 + 0.2, 0.5)
+        countdown = _capped(spec, max(min(outcome.retry_in_ms, spec.timeout_ms) / 1000 + 0.2, 0.5))
         log.info("onceonly: %s:%s in progress at %s; retrying in %.1fs", job, op_key, outcome.owner, countdown)
         raise task.retry(countdown=countdown, max_retries=None)
     if isinstance(outcome, NotDue):
-        raise task.retry(countdown=max(outcome.retry_in_ms / 1000, 0.1), max_retries=None)
+        # Not due for longer than the cap: looked at again at the cap, still not due, retried again.
+        raise task.retry(countdown=_capped(spec, max(outcome.retry_in_ms / 1000, 0.1)), max_retries=None)
     if isinstance(outcome, RetryLater):
-        countdown = max(outcome.retry_after_ms / 1000, 0.1)
+        countdown = _capped(spec, max(outcome.retry_after_ms / 1000, 0.1))
         log.info("onceonly: %s:%s not done (%s); retrying in %.1fs", job, op_key, outcome.reason, countdown)
         raise task.retry(countdown=countdown)
     if isinstance(outcome, Held):

@@ -5,7 +5,9 @@ anything is written.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
+from urllib.parse import unquote_plus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .record import Record
@@ -93,19 +95,43 @@ class LocalEffectFailed(OnceonlyError):
     """A local effect raised; its transaction rolled back, nothing was recorded."""
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``, safe to print."""
-    from urllib.parse import urlsplit, urlunsplit
+_SECRET_PARAMS = ("password", "sslpassword", "passfile")
+_SCHEME = re.compile(r"\A([A-Za-z][A-Za-z0-9+.-]*):")
 
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.rsplit("@", 1)
-        user = netloc[0].split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
-    except ValueError:
-        return url
+
+def redact(url: str) -> str:
+    """The URL with every password replaced by ``***``, safe to print.
+
+    The rule every client shares (protocol/corpus/db_urls.json): the password
+    of ``user:pass@`` (up to the last ``@``) and the values of the query's
+    ``password``, ``sslpassword`` and ``passfile``; text that is no URL but
+    holds ``@`` or ``=`` is not shown at all.
+    """
+    m = _SCHEME.match(url)
+    if m is None:
+        return "***" if ("@" in url or "=" in url) else url
+    scheme, rest = m.group(1), url[m.end():]
+    slashes = "//" if rest.startswith("//") else ""
+    body = _mask_query(rest[len(slashes):])
+    at = body.rfind("@")
+    if at >= 0:
+        colon = body.find(":", 0, at)
+        if colon >= 0:
+            body = f"{body[:colon]}:***{body[at:]}"
+    return f"{scheme}:{slashes}{body}"
+
+
+def _mask_query(body: str) -> str:
+    before, sep, query = body.partition("?")
+    if not sep:
+        return body
+    pairs = []
+    for pair in query.split("&"):
+        name, eq, _ = pair.partition("=")
+        if eq and unquote_plus(name).strip().lower() in _SECRET_PARAMS:
+            pair = f"{name}=***"
+        pairs.append(pair)
+    return f"{before}?{'&'.join(pairs)}"
 
 
 def describe(e: Optional[BaseException]) -> str:

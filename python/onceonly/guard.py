@@ -9,8 +9,9 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Type, Union
 
+from . import answer
 from .canonical import Payload, canonical_json
 from .effect import EffectCtx, NotSent, OutcomeUnknown, PermanentFailure, Sent
 from .errors import (EffectTimeout, InjectedCrash, InvalidInput, InvalidPayload, LocalEffectFailed,
@@ -65,12 +66,18 @@ class Guard:
 
     ``fault_hook(point)`` is called at ``after_claim`` and ``after_effect``
     (tests, replay); returning ``"crash"`` stops there as if the process died.
+    ``interrupts``: exception types that mean the attempt was stopped from
+    outside (Celery's ``SoftTimeLimitExceeded``): the outcome is recorded at
+    once, never retried under the claim, and a local effect's transaction is
+    rolled back and the exception raised again.
     """
 
     def __init__(self, store: Store, spec: JobSpec, owner: Optional[str] = None,
-                 fault_hook: Optional[Callable[[str], Optional[str]]] = None):
+                 fault_hook: Optional[Callable[[str], Optional[str]]] = None,
+                 interrupts: Tuple[Type[BaseException], ...] = ()):
         spec.validate()
         self.store, self.spec, self.fault_hook = store, spec, fault_hook
+        self.interrupts = tuple(interrupts)
         self._owner, self._owner_pid = owner, os.getpid() if owner else None
 
     @property
@@ -178,6 +185,8 @@ class Guard:
                     beat.stop()
         except _EffectStopped:  # raised by the heartbeat; beat.lost is raised below
             report = (_UNKNOWN, beat.unrenewed)
+        except _Interrupted as stopped:
+            report = stopped.report
         if beat and beat.lost is not None:
             raise beat.lost
         return report
@@ -193,6 +202,8 @@ class Guard:
                     found = lookup(ctx) if lookup else None
                     if lookup is None:
                         return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: this effect has no lookup")
+                except self.interrupts as e:
+                    raise _Interrupted((_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {_stopped(e)}")) from e
                 except Exception as e:  # the destination could not say
                     return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {e}")
                 if found is not None:
@@ -226,6 +237,11 @@ class Guard:
             return (_UNKNOWN, e.reason)
         except (InjectedCrash, LostClaim):
             raise
+        except self.interrupts as e:
+            # Not retried here: the time the attempt had is over (Celery's soft
+            # limit counts from the task's start, so it can come before ctx's
+            # deadline); the next claim redoes it if the kind allows.
+            raise _Interrupted((_UNKNOWN, f"the effect {_stopped(e)}")) from e
         except Exception as e:  # it may have acted before it raised
             return (_UNKNOWN, f"the effect raised {type(e).__name__}: {e}")
         if ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
@@ -238,6 +254,11 @@ class Guard:
         if what == _DONE:
             sent: Sent = detail
             text, unstored = _storable(sent.result)
+            # An answer that breaks the answer rules broke the protocol, as a
+            # 2xx without an id does: failed for good, nothing of it stored.
+            why = answer.broken(sent.external_ref, text)
+            if why is not None:
+                return self._record(ctx, (_FAILED, why), withdraw)
             if unstored:
                 log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
             p = self._move(ctx, "complete", external_ref=sent.external_ref, result=text, error=unstored)
@@ -363,7 +384,7 @@ class Guard:
             started = time.monotonic()
             try:
                 result = effect(conn, ctx)
-            except (InjectedCrash, LostClaim):
+            except (InjectedCrash, LostClaim) + self.interrupts:
                 raise
             except Exception as e:
                 raise LocalEffectFailed(
@@ -417,6 +438,18 @@ class Guard:
         detail = f"the row is now {record.state} with token {record.token} (owner {record.owner or '-'})"
         self._audit(record.op_key, LOST_CLAIM, token, State.CLAIMED, record.state, detail)
         return LostClaim(token, record)
+
+
+def _stopped(e: BaseException) -> str:
+    return f"was stopped at the time limit ({type(e).__name__})"
+
+
+class _Interrupted(Exception):
+    """Carries the report of an attempt stopped by one of the guard's interrupts."""
+
+    def __init__(self, report: Report):
+        super().__init__(report[1])
+        self.report = report
 
 
 class _EffectStopped(BaseException):

@@ -1,6 +1,7 @@
 """The user's own connection for local effects: a sqlite3 connection, a
-psycopg 3 connection, or a SQLAlchemy Session or Connection. The claim, the
-user's writes and the completion run in one transaction on it."""
+psycopg 3 connection, a SQLAlchemy Session or Connection, or a Django
+connection (``django.db.connections[alias]``). The claim, the user's writes
+and the completion run in one transaction on it."""
 from __future__ import annotations
 
 import sqlite3
@@ -14,8 +15,20 @@ def _is_sqlalchemy(conn: Any) -> bool:
     return type(conn).__module__.startswith("sqlalchemy.")
 
 
+def _is_django(conn: Any) -> bool:
+    # A Django connection, or one lent by onceonly.django (django_connection).
+    return type(conn).__module__.startswith("django.db.backends.") or hasattr(conn, "django_connection")
+
+
+# Django's vendor names, as onceonly's dialects (MySQL comes with its store).
+_DJANGO_VENDORS = {"sqlite": "sqlite", "postgresql": "postgres"}
+
+
 def driver_connection(conn: Any) -> Any:
     """The DB-API connection under ``conn`` (itself for sqlite3 and psycopg)."""
+    if _is_django(conn):
+        conn.ensure_connection()
+        return conn.connection
     if _is_sqlalchemy(conn):
         sa_conn = conn.connection() if callable(getattr(conn, "connection", None)) else conn
         return sa_conn.connection.driver_connection
@@ -30,6 +43,10 @@ def driver_connection(conn: Any) -> Any:
 def dialect_of(conn: Any) -> str:
     """``sqlite`` or ``postgres`` for the user's connection, without touching it
     (a SQLAlchemy session would begin a transaction on first use)."""
+    if _is_django(conn):
+        if conn.vendor not in _DJANGO_VENDORS:
+            raise InvalidInput(f"a Django connection to {conn.vendor}: onceonly runs on sqlite or postgresql")
+        return _DJANGO_VENDORS[conn.vendor]
     if _is_sqlalchemy(conn):
         bind = conn.get_bind() if hasattr(conn, "get_bind") else conn.engine
         name, driver = bind.dialect.name, bind.dialect.driver
@@ -53,7 +70,16 @@ def transaction(conn: Any) -> Iterator[None]:
     """One transaction on the user's connection: committed when the block ends,
     rolled back when it raises. Inside a transaction the user already opened,
     a savepoint: the user's own commit then decides."""
-    if _is_sqlalchemy(conn):
+    if _is_django(conn):
+        # Django's own atomic block, so Django knows of the transaction (its
+        # on_commit hooks, its savepoints); a psycopg ``transaction()`` here
+        # would COMMIT on its own inside a user's atomic block that had not
+        # yet run a statement.
+        from django.db import transaction as django_transaction
+
+        with django_transaction.atomic(using=conn.alias):
+            yield
+    elif _is_sqlalchemy(conn):
         with _sqlalchemy(conn):
             yield
     elif isinstance(conn, sqlite3.Connection):

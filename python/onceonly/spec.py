@@ -105,6 +105,10 @@ class JobSpec:
     lock_lifetime_ms: Optional[int] = None
     max_retries: int = 3
     notes: List[str] = field(default_factory=list)
+    #: where the user sets the redelivery timeout, named in a refusal
+    redelivery_setting: str = "redelivery_timeout"
+    #: the longest countdown the queue integration gives a retry (Celery), if any
+    max_retry_delay_ms: Optional[int] = None
 
     @classmethod
     def build(
@@ -145,31 +149,56 @@ class JobSpec:
         self.effect, self.on_stale = Kind.parse(self.effect), StalePolicy.parse(self.on_stale)
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise InvalidInput(f"max_retries {self.max_retries!r} must be 0 or more")
-        broken = self.broken_timing_rules()
-        if broken:
-            raise TimingError(f"timing rule broken: job {self.job_type}: " + "; ".join(broken))
+        refused = timing_refusal(self.job_type, self.broken_timing_rules())
+        if refused:
+            raise TimingError(refused)
 
     def broken_timing_rules(self) -> List[str]:
-        """Each broken rule as a sentence with both numbers; empty when all hold."""
+        """Each broken rule as a sentence with both numbers and, in brackets,
+        the settings to change; empty when all hold. Worded as every client
+        words it (protocol/corpus/timing.json)."""
         d, broken = fmt_ms, []
         if self.lease_ms <= 0 or self.timeout_ms <= 0:
-            broken.append(f"lease ({d(self.lease_ms)}) and timeout ({d(self.timeout_ms)}) must both be above zero")
+            broken.append(f"lease ({d(self.lease_ms)}) and timeout ({d(self.timeout_ms)}) must both be above zero "
+                          "[change lease or timeout]")
         hb = self.heartbeat_ms
         if hb is None and self.timeout_ms >= self.lease_ms:
             broken.append(
                 f"job timeout ({d(self.timeout_ms)}) must be shorter than the lease ({d(self.lease_ms)}), "
-                "or a heartbeat must renew the lease"
+                "or a heartbeat must renew the lease [change timeout, lease or heartbeat]"
             )
         elif hb is not None and (hb <= 0 or hb > self.lease_ms // 3):
             broken.append(
-                f"heartbeat ({d(hb)}) must renew the lease at least every lease/3 ({d(self.lease_ms // 3)})"
+                f"heartbeat ({d(hb)}) must renew the lease at least every lease/3 ({d(self.lease_ms // 3)}) "
+                "[change heartbeat or lease]"
             )
-        r = self.redelivery_timeout_ms
+        r, where = self.redelivery_timeout_ms, self.redelivery_setting
         if r is not None and r <= self.timeout_ms:
             broken.append(
-                f"queue redelivery timeout ({d(r)}) must be longer than the job timeout ({d(self.timeout_ms)})"
+                f"queue redelivery timeout ({d(r)}) must be longer than the job timeout ({d(self.timeout_ms)}) "
+                f"[change {where} or timeout]"
             )
         lk = self.lock_lifetime_ms
         if lk is not None and lk <= self.timeout_ms:
-            broken.append(f"lock lifetime ({d(lk)}) must be longer than the job timeout ({d(self.timeout_ms)})")
+            broken.append(f"lock lifetime ({d(lk)}) must be longer than the job timeout ({d(self.timeout_ms)}) "
+                          "[change lock_lifetime or timeout]")
+        delay = self.max_retry_delay_ms
+        if r is not None and delay is not None and r <= delay:
+            # A retry is a new message held, unacknowledged, by a worker until
+            # its countdown: past the redelivery timeout the broker hands it out again.
+            broken.append(
+                f"queue redelivery timeout ({d(r)}) must be longer than the guard's longest retry delay ({d(delay)}), "
+                f"or the broker hands a retry waiting for its countdown to another worker [change {where} or max_retry_delay]"
+            )
         return broken
+
+
+def timing_lines(job_type: str, rules: List[str]) -> List[str]:
+    """One line per broken rule, ``job JOB: RULE``, as every client names the job."""
+    return [f"job {job_type}: {rule}" for rule in rules]
+
+
+def timing_refusal(job_type: str, rules: List[str]) -> Optional[str]:
+    """The refusal every client raises (``TimingError``), or None when every rule holds."""
+    lines = timing_lines(job_type, rules)
+    return "timing rule broken: " + "; ".join(lines) if lines else None

@@ -26,24 +26,89 @@ def reachable(url, port):
         unreachable(url, e)
 
 
-def test_timing_problems_name_both_values():
+def test_timing_problems_name_the_job_both_values_and_the_setting():
     from celery import Celery
 
     app = Celery("t", broker="redis://127.0.0.1:6379/14")
     app.conf.broker_transport_options = {"visibility_timeout": 5}
     guarded_task(app, db="sqlite:///x.db", job="report", key="day", lease="30s", timeout="10s")(lambda ctx, day: day)
-    timeout_rule, lease_rule = timing_problems(app)
-    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in timeout_rule
-    assert "queue redelivery timeout (5s) must be longer than the lease (30s)" in lease_rule
-    assert "[redis visibility_timeout]" in lease_rule
-    app.conf.broker_transport_options = {"visibility_timeout": 20}
-    (lease_only,) = timing_problems(app)
-    assert "queue redelivery timeout (20s) must be longer than the lease (30s)" in lease_only
+    vt = 'broker_transport_options["visibility_timeout"]'
+    assert timing_problems(app) == [
+        f"job report: queue redelivery timeout (5s) must be longer than the job timeout (10s) [change {vt} or timeout]",
+        "job report: queue redelivery timeout (5s) must be longer than the guard's longest retry delay (1m), or the "
+        f"broker hands a retry waiting for its countdown to another worker [change {vt} or max_retry_delay]",
+    ]
     app.conf.broker_transport_options = {"visibility_timeout": 3600}
     assert timing_problems(app) == []
     amqp = Celery("t2", broker=AMQP)
     guarded_task(amqp, db="sqlite:///x.db", job="r", key="day", lease="1h", timeout="40m")(lambda ctx, day: day)
-    assert "queue redelivery timeout (30m) must be longer than the job timeout (40m)" in timing_problems(amqp)[0]
+    assert timing_problems(amqp) == [
+        "job r: queue redelivery timeout (30m) must be longer than the job timeout (40m) "
+        "[change RabbitMQ's consumer_timeout, then onceonly_redelivery_timeout or timeout]"]
+
+
+def test_the_guard_s_longest_retry_delay_must_be_shorter_than_the_visibility_timeout():
+    """kombu's Redis transport hands an unacknowledged message out again after
+    the visibility timeout; a retry waiting for its countdown is one."""
+    from celery import Celery
+
+    app = Celery("t", broker="redis://127.0.0.1:6379/14")
+    app.conf.broker_transport_options = {"visibility_timeout": 30}
+    guarded_task(app, db="sqlite:///x.db", job="report_delay", key="day", lease="20s", timeout="10s")(lambda ctx, day: day)
+    (rule,) = timing_problems(app)
+    assert "queue redelivery timeout (30s) must be longer than the guard's longest retry delay (1m)" in rule
+    shorter = Celery("t3", broker="redis://127.0.0.1:6379/14")
+    shorter.conf.broker_transport_options = {"visibility_timeout": 30}
+    guarded_task(shorter, db="sqlite:///x.db", job="report_shorter", key="day", lease="20s", timeout="10s",
+                 max_retry_delay="20s")(lambda ctx, day: day)
+    assert timing_problems(shorter) == []
+    with pytest.raises(onceonly.InvalidInput, match=r"max_retry_delay \(0s\) must be above zero"):
+        guarded_task(shorter, db="sqlite:///x.db", job="z", key="day", max_retry_delay=0)
+
+
+def test_every_countdown_the_guard_gives_is_at_most_max_retry_delay(sqlite_store, monkeypatch):
+    from celery import Celery
+
+    app = Celery("t")
+    task = guarded_task(app, db=sqlite_store, job="capped", key="k", max_retry_delay="2s")(lambda ctx, k: k)
+    sqlite_store.enqueue("capped", "o-1", Payload.of({"args": ["o-1"], "kwargs": {}}), delay_ms=50_000)
+
+    class Retried(Exception):
+        pass
+
+    countdowns = []
+
+    def retry(exc=None, countdown=None, **kw):
+        countdowns.append(countdown)
+        return Retried()
+
+    monkeypatch.setattr(task, "retry", retry)
+    with pytest.raises(Retried):
+        task("o-1")  # not due for 50s
+    assert countdowns == [2.0]
+
+
+def test_a_guarded_task_published_beyond_the_visibility_timeout_is_warned(caplog):
+    reachable(REDIS, 6379)
+    from celery import Celery
+
+    app = Celery("eta", broker=REDIS)
+    app.conf.broker_transport_options = {"visibility_timeout": 5}
+    app.conf.task_default_queue = "celery-eta-" + secrets.token_hex(4)
+    task = guarded_task(app, db="sqlite:///x.db", job="eta_report", key="day", lease="3s", timeout="1s",
+                        max_retry_delay="2s")(lambda ctx, day: day)
+    try:
+        with caplog.at_level("WARNING", logger="onceonly.celery"):
+            task.apply_async(("d-1",), countdown=2)
+            assert "kombu #337" not in caplog.text
+            task.apply_async(("d-2",), countdown=60)
+        assert "onceonly: job eta_report: task " in caplog.text and "is published to run in 1m," in caplog.text, caplog.text
+        assert "not less than the queue redelivery timeout (5s)" in caplog.text
+        assert 'broker_transport_options["visibility_timeout"]' in caplog.text
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(app.conf.task_default_queue)
+            conn.default_channel.queue_delete(app.conf.task_default_queue)
 
 
 def test_time_limits_soft_at_the_timeout_hard_before_the_lease():
@@ -103,16 +168,22 @@ def test_bad_settings_are_refused_when_the_task_is_defined():
         guarded_task(app, db="sqlite:///x.db", job="a", key="k", timeout="30s")
 
 
-def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path):
+@pytest.mark.parametrize("module, rule", [
+    ("bad_timing", "job report: queue redelivery timeout (5s) must be longer than the job timeout (10s) "
+                   '[change broker_transport_options["visibility_timeout"] or timeout]'),
+    ("bad_retry_delay", "job report: queue redelivery timeout (30s) must be longer than the guard's longest retry "
+                        "delay (1m), or the broker hands a retry waiting for its countdown to another worker "
+                        '[change broker_transport_options["visibility_timeout"] or max_retry_delay]'),
+])
+def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path, module, rule):
     reachable(REDIS, 6379)
     env = dict(os.environ, ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/x.db", PYTHONPATH=os.path.join(HERE, "celery_apps"))
-    out = subprocess.run([sys.executable, "-m", "celery", "-A", "bad_timing", "worker", "-P", "solo", "--without-gossip",
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", module, "worker", "-P", "solo", "--without-gossip",
                           "-n", f"bad-timing-{secrets.token_hex(4)}@%h",
                           "--without-mingle", "--without-heartbeat"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     said = out.stdout + out.stderr
-    assert "refuses to start" in said
-    assert "queue redelivery timeout (5s) must be longer than the job timeout (10s)" in said, said
+    assert "onceonly: the worker refuses to start: timing rule broken: " + rule in said, said
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +256,22 @@ def test_each_retry_of_a_task_is_in_the_history(worker):
         ("retry", 2, "destination down (claim 2)", 1000),
     ]
     assert effects(d, "flaky o-9") == 1
+
+
+def test_max_retries_bounds_the_calls_under_one_claim_then_celery_retries_the_task(worker):
+    """max_retries=2: three calls under each claim; when they run out the
+    claim is released (recorded in the history) and the task retried after
+    the backoff, with no limit of Celery's own, until the effect is done."""
+    app, store, d = worker
+    assert app.stubborn.max_retries is None
+    assert app.stubborn.delay("o-10").get(timeout=30) == "sent"
+    assert [effects(d, f"stubborn o-10 claim {n}") for n in (1, 2, 3)] == [3, 3, 1]
+    assert [(e.event, e.attempt, e.detail) for e in store.history("stubborn", "o-10")] == [
+        ("retry", 1, "destination down (claim 1)"),
+        ("retry", 2, "destination down (claim 2)"),
+    ]
+    rec = store.get("stubborn", "o-10").record
+    assert (rec.state, rec.attempts) == (onceonly.State.COMPLETED, 3)
 
 
 def test_held_is_not_retried_and_logged_with_job_and_key(worker):

@@ -1,6 +1,7 @@
 """The shared cross-language corpus (protocol/corpus), byte for byte."""
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -19,6 +20,13 @@ def test_canonical_json_and_fingerprint_match_the_rust_core(case):
     assert p.fingerprint == case["fingerprint"]
     # A Python value read from the same text encodes the same way.
     assert Payload.of(onceonly.canonical.parse_json(case["input"])) == p
+
+
+@pytest.mark.parametrize("case", PAYLOADS["refused"], ids=[c["name"] for c in PAYLOADS["refused"]])
+def test_a_key_named_twice_is_refused_naming_it(case):
+    said = f"duplicate key {json.dumps(case['key'], ensure_ascii=False)} in the object at {case['object']}"
+    with pytest.raises(InvalidPayload, match=re.escape(said)):
+        Payload.parse(case["input"])
 
 
 def test_no_payload_fingerprints_the_empty_string():
@@ -78,3 +86,11 @@ def test_bad_payload_text_names_the_problem(bad, words):
 def test_bad_payload_values_name_the_problem(value, words):
     with pytest.raises(InvalidPayload, match=words):
         Payload.of(value)
+
+
+DB_URLS = json.loads((REPO / "protocol/corpus/db_urls.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", DB_URLS["cases"], ids=[c["name"] for c in DB_URLS["cases"]])
+def test_database_urls_are_shown_as_the_corpus_says(case):
+    assert onceonly.errors.redact(case["url"]) == case["shown"]

@@ -16,8 +16,6 @@ require "onceonly/sidekiq"
 ENV["ONCEONLY_DB"] ||= "sqlite:///tmp/onceonly-receipts.db"
 ENV["REDIS_URL"] ||= "redis://127.0.0.1:6379/10"
 Onceonly::Sidekiq.store = Onceonly.connect(ENV["ONCEONLY_DB"])
-# Debian's Sidekiq 6.4 with redis-rb 4.8 prints deprecation notes on every call.
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
 
 # A local effect: the receipt row commits in the same transaction as the
 # claim and its completion, so it exists exactly once per order.

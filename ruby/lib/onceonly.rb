@@ -1,10 +1,12 @@
 # frozen_string_literal: true
 
 require "json"
+require "uri"
 require "logger"
 
 require "onceonly/version"
 require "onceonly/errors"
+require "onceonly/answer"
 require "onceonly/keys"
 require "onceonly/payload"
 require "onceonly/record"
@@ -14,6 +16,8 @@ require "onceonly/sql"
 require "onceonly/owner"
 require "onceonly/outcome"
 require "onceonly/store"
+require "onceonly/stores/reads"
+require "onceonly/guard/deadline"
 require "onceonly/guard"
 require "onceonly/guard/act"
 require "onceonly/guard/local"
@@ -29,6 +33,9 @@ require "onceonly/guard/local"
 #
 # Sidekiq: require "onceonly/sidekiq" (docs/sidekiq.md).
 module Onceonly
+  # What an HTTP answer to a send means (loads net/http on first use).
+  autoload :HTTP, "onceonly/http"
+
   class << self
     attr_writer :logger
 
@@ -54,10 +61,48 @@ module Onceonly
       end
     end
 
-    # The URL with any password replaced by ***, safe to print.
-    def redact(url)
-      url.sub(%r{(://[^:/@]+):[^@]*@}, '\1:***@')
+    # Creates or upgrades the tables of the store `url` names (idempotent, as
+    # `onceonly --db URL migrate`); how many migrations it applied.
+    def migrate(url, **options)
+      connect(url, **options).migrate
     end
+
+    SECRET_PARAMS = %w[password sslpassword passfile].freeze
+
+    # The URL with every password replaced by ***, safe to print: the one of
+    # user:pass@ (up to the last @) and the values of the query's password,
+    # sslpassword and passfile; text that is no URL but holds @ or = is not
+    # shown at all. The rule every client shares (protocol/corpus/db_urls.json).
+    def redact(url)
+      m = /\A([A-Za-z][A-Za-z0-9+.-]*):/.match(url)
+      return url.match?(/[@=]/) ? "***" : url.dup unless m
+
+      rest = m.post_match
+      slashes = rest.start_with?("//") ? "//" : ""
+      body = redact_query(rest[slashes.size..])
+      at = body.rindex("@")
+      colon = at && body[0...at].index(":")
+      body = "#{body[0...colon]}:***#{body[at..]}" if colon
+      "#{m[1]}:#{slashes}#{body}"
+    end
+
+    private
+
+    def redact_query(body)
+      before, sep, query = body.partition("?")
+      return body if sep.empty?
+
+      pairs = query.split("&", -1).map do |pair|
+        name, eq, = pair.partition("=")
+        secret = !eq.empty? && SECRET_PARAMS.include?(URI.decode_www_form_component(name).strip.downcase)
+        secret ? "#{name}=***" : pair
+      end
+      "#{before}?#{pairs.join('&')}"
+    rescue ArgumentError
+      "#{before}?***"
+    end
+
+    public
 
     # A Payload from a Payload (as is), nil (no payload) or a Ruby value.
     def payload(value)

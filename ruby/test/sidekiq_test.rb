@@ -151,7 +151,7 @@ class SidekiqTest < Minitest::Test
   def test_sidekiqs_shutdown_timeout_must_outlast_the_job_timeout
     assert Onceonly::Sidekiq.check_timing!(shutdown_timeout: 25)
     err = assert_raises(Onceonly::TimingError) { Onceonly::Sidekiq.check_timing!(shutdown_timeout: 5) }
-    assert_match(/job KeyedMail \(KeyedMail\): Sidekiq's shutdown timeout \(5s\) must be longer than the job timeout \(5s\)/, err.message)
+    assert_match(/job KeyedMail: Sidekiq's shutdown timeout \(5s\) must be longer than the job timeout \(5s\)/, err.message)
   end
 
   def test_the_redrive_pushes_a_stale_claim_again_once_and_the_guard_settles_it_by_policy

@@ -7,6 +7,14 @@ require "rbconfig"
 class CorpusTest < Minitest::Test
   PAYLOADS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/payloads.json")))
   KEYS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/keys.json")))
+  DB_URLS = JSON.parse(File.read(File.join(REPO_ROOT, "protocol/corpus/db_urls.json")))
+
+  def test_database_urls_are_shown_as_the_corpus_says
+    assert_operator DB_URLS["cases"].size, :>=, 20
+    DB_URLS["cases"].each do |c|
+      assert_equal c["shown"], Onceonly.redact(c["url"]), c["name"]
+    end
+  end
 
   def test_every_payload_case_is_canonical_byte_for_byte_with_its_fingerprint
     assert_operator PAYLOADS["cases"].size, :>=, 40
@@ -23,6 +31,14 @@ class CorpusTest < Minitest::Test
       again = Onceonly::Payload.from_value(Onceonly::Payload.parse(c["canonical"]).value)
       # -0 as a Ruby value is the float -0.0, which stays -0.0.
       assert_equal c["canonical"], again.json, c["name"]
+    end
+  end
+
+  def test_a_key_named_twice_is_refused_naming_it
+    assert_operator PAYLOADS["refused"].size, :>=, 5
+    PAYLOADS["refused"].each do |c|
+      err = assert_raises(Onceonly::InvalidInput, c["name"]) { Onceonly::Payload.parse(c["input"]) }
+      assert_includes err.message, "duplicate key #{c['key'].to_json} in the object at #{c['object']}", c["name"]
     end
   end
 

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod output;
 mod store;
 
 use std::process::ExitCode;
@@ -19,6 +20,8 @@ struct Cli {
         long,
         global = true,
         env = "ONCEONLY_DB",
+        // The URL may carry a password: --help never shows it.
+        hide_env_values = true,
         default_value = "sqlite://onceonly.db"
     )]
     db: String,
@@ -82,7 +85,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ONCEONLY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+                // sqlx warns of a connect parameter it does not know with
+                // its value: `?sslpassword=...` would be logged in clear.
+                .add_directive(
+                    "sqlx_postgres::options::parse=error"
+                        .parse()
+                        .expect("directive"),
+                ),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -126,7 +136,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("onceonly: {e:#}");
+            // An error may quote a value from outside (a key, an answer).
+            eprintln!("onceonly: {}", onceonly::escape_controls(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -149,11 +149,11 @@ fn another_database_is_refused_naming_what_is_expected() {
         &["migrate"],
         &["cancel", "--job", "j", "--key", "k"],
     ] {
-        let out = oo("mysql://someone:hunter2@127.0.0.1/app", command);
+        let out = oo("mssql://someone:hunter2@127.0.0.1/app", command);
         assert_eq!(out.status.code(), Some(2), "bad input: {}", text(&out));
         let said = text(&out);
         assert!(
-            said.contains("mysql://someone:***@127.0.0.1/app")
+            said.contains("mssql://someone:***@127.0.0.1/app")
                 && said.contains("expected sqlite://PATH"),
             "{said}"
         );

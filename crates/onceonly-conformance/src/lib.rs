@@ -42,10 +42,17 @@ pub trait StoreFactory: Send + Sync + 'static {
     fn local_count(&self, store: &Self::S, op_key: &str) -> impl Future<Output = i64> + Send;
 
     /// Why the database cannot be reached, if it cannot. Every case then
-    /// fails, or skips when `ONCEONLY_SKIP_PG=1` is set outside CI
-    /// ([`onceonly_sqlx::test_db::skip_unreachable`]).
+    /// fails, or skips when the server's skip variable (`ONCEONLY_SKIP_PG=1`,
+    /// `ONCEONLY_SKIP_MYSQL=1`) is set outside CI
+    /// ([`onceonly_sqlx::test_db::TestDb::skip_unreachable`]).
     fn unavailable(&self) -> impl Future<Output = Option<String>> + Send {
         async { None }
+    }
+
+    /// The server [`StoreFactory::unavailable`] speaks of (PostgreSQL unless
+    /// said otherwise).
+    fn server(&self) -> &'static onceonly_sqlx::test_db::TestDb {
+        &onceonly_sqlx::test_db::PG
     }
 }
 
@@ -53,7 +60,7 @@ pub trait StoreFactory: Send + Sync + 'static {
 pub async fn ready<F: StoreFactory>(factory: &F, case: &str) -> bool {
     match factory.unavailable().await {
         None => true,
-        Some(why) => !onceonly_sqlx::test_db::skip_unreachable(case, &why),
+        Some(why) => !factory.server().skip_unreachable(case, &why),
     }
 }
 
@@ -71,6 +78,7 @@ macro_rules! conformance_tests {
             eight_workers_race_25_runs,
             local_two_workers_race,
             similar_operations_are_two_effects,
+            keys_differing_by_case_or_trailing_space_are_three_operations,
             relays_claim_each_queued_operation_once,
             batch_completion_is_fenced_per_claim,
             batch_claim_respects_its_limit,

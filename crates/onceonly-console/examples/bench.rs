@@ -1,5 +1,5 @@
 //! The console's pages on a table of many records: the overview and the held
-//! list, timed through the real router over loopback HTTP (page rendered,
+//! list, timed through the real server over loopback HTTP (page rendered,
 //! session checked) and as library calls, next to baselines measured in the
 //! same run: the same answers read without the operator's indexes (the held
 //! list through `op_list`, the path `onceonly held` took before; the counts
@@ -28,7 +28,7 @@ use onceonly::db_url::DbKind;
 use onceonly::operator::{self, OperatorStore, Which};
 use onceonly::store::OpList;
 use onceonly::{State, Store};
-use onceonly_console::{router, Options};
+use onceonly_console::{serve, Options};
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
 
@@ -151,8 +151,8 @@ async fn measure<S: OperatorStore + Clone>(
 ) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(store.clone(), Options::new(db));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (app_store, options) = (store.clone(), Options::new(db));
+    tokio::spawn(async move { serve(app_store, options, listener).await.unwrap() });
     let c = reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
@@ -437,5 +437,6 @@ async fn main() {
     match DbKind::of(&a.db).unwrap() {
         DbKind::Sqlite => sqlite(&a).await,
         DbKind::Postgres => postgres(&a).await,
+        DbKind::MySql => panic!("the console bench does not run on MySQL yet"),
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use askama::Template;
 use axum::extract::{Form, FromRequestParts, Query, State};
-use axum::http::header::{COOKIE, HOST, ORIGIN, SET_COOKIE};
+use axum::http::header::{COOKIE, HOST, ORIGIN, RETRY_AFTER, SET_COOKIE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -20,6 +20,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::error::ConsoleError;
+use crate::throttle::Client;
 use crate::Shared;
 
 const COOKIE_NAME: &str = "onceonly_console";
@@ -262,6 +263,7 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), ConsoleError> {
 /// POST /login
 pub(crate) async fn login<S: OperatorStore>(
     State(app): State<Shared<S>>,
+    client: Client,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -278,13 +280,27 @@ pub(crate) async fn login<S: OperatorStore>(
         return refuse("a name is at most 64 characters, without control characters");
     }
     if let Some(token) = &app.options.token {
+        let attempt = match app.throttle.attempt(client, Instant::now()) {
+            Ok(attempt) => attempt,
+            // While the client waits, no token is even compared.
+            Err(wait) => {
+                let secs = wait.as_secs_f64().ceil() as u64;
+                tracing::warn!(operator = name, %client, retry_after = secs, "console login refused: too many wrong tokens from this address");
+                let why = format!("too many wrong tokens from your address: try again in {secs} s");
+                let mut page =
+                    login_response(&app, StatusCode::TOO_MANY_REQUESTS, next, Some(&why));
+                page.headers_mut().insert(RETRY_AFTER, secs.into());
+                return page;
+            }
+        };
         if !bool::from(form.token.as_bytes().ct_eq(token.as_bytes())) {
-            tracing::warn!(operator = name, "console login refused: wrong token");
+            tracing::warn!(operator = name, %client, attempt, "console login refused: wrong token");
             return refuse("wrong token");
         }
+        app.throttle.succeeded(client);
     }
     let id = app.sessions.create(name.to_owned());
-    tracing::info!(operator = name, "console login");
+    tracing::info!(operator = name, %client, "console login");
     let cookie = format!(
         "{COOKIE_NAME}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
         SESSION_LIFETIME.as_secs()

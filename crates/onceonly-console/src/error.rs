@@ -4,6 +4,8 @@ use askama::Template;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
+use crate::filters;
+
 /// Why the console refused to start or a page failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

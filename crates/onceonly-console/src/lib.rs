@@ -21,9 +21,13 @@
 
 mod actions;
 mod auth;
+mod download;
 mod error;
+mod filters;
 mod pages;
 mod reports;
+mod server;
+mod throttle;
 mod view;
 
 use std::fmt;
@@ -38,6 +42,7 @@ use onceonly::operator::OperatorStore;
 use onceonly_http::HttpDestination;
 
 pub use error::ConsoleError;
+pub use throttle::LoginThrottle;
 
 /// How the console runs. Its `Debug` output shows neither the token nor the
 /// database's password.
@@ -49,7 +54,8 @@ pub struct Options {
     pub read_only: bool,
     /// Where a completed operation is withdrawn when cancelled.
     pub destination: Option<HttpDestination>,
-    /// The database, as shown on pages (its password is never shown).
+    /// The database, as shown on pages and in log lines: its password
+    /// masked, its query options left out (one may carry a password).
     pub database: String,
     /// How far back the overview counts finished records and audit events.
     pub window: Duration,
@@ -60,6 +66,15 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// The user's table the repeats page reports on (in the same database).
     pub repeats: Option<onceonly_tools::repeats::Request>,
+    /// How long a connection may take to send a request's headers (from
+    /// its start, or from the end of its previous request) before it is
+    /// closed: a client holding half-sent requests holds no socket longer.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive whole; a slower one is
+    /// answered 408 and its connection closed.
+    pub body_timeout: Duration,
+    /// How wrong tokens slow down the address they come from.
+    pub login_throttle: LoginThrottle,
     /// The database URL itself, for the repeats report's own read-only
     /// connection; never shown or logged.
     db_url: Secret,
@@ -79,6 +94,9 @@ impl fmt::Debug for Options {
             .field("page_size", &self.page_size)
             .field("config", &self.config)
             .field("repeats", &self.repeats)
+            .field("header_timeout", &self.header_timeout)
+            .field("body_timeout", &self.body_timeout)
+            .field("login_throttle", &self.login_throttle)
             .finish_non_exhaustive()
     }
 }
@@ -95,17 +113,21 @@ impl fmt::Debug for Secret {
 
 impl Options {
     /// Defaults for the database at `db_url`: no token, read-write, no
-    /// destination, a one-hour window, 50 rows a page.
+    /// destination, a one-hour window, 50 rows a page, 10 seconds for a
+    /// request's headers and 10 for its body, the default login throttle.
     pub fn new(db_url: &str) -> Self {
         Self {
             token: None,
             read_only: false,
             destination: None,
-            database: onceonly::db_url::redact(db_url),
+            database: view::database_shown(db_url),
             window: Duration::from_secs(3600),
             page_size: 50,
             config: None,
             repeats: None,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            login_throttle: LoginThrottle::default(),
             db_url: Secret(db_url.to_owned()),
         }
     }
@@ -133,22 +155,29 @@ pub(crate) struct App<S> {
     pub store: S,
     pub options: Options,
     pub sessions: auth::Sessions,
+    pub throttle: throttle::Throttle,
 }
 
 pub(crate) type Shared<S> = Arc<App<S>>;
 
-/// The console's routes on `store`.
+/// The console's routes on `store`. Serve them with [`serve`]: it sets the
+/// header read timeout and gives each request the client's address, which
+/// the login throttle counts wrong tokens by.
 pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
+    let body_timeout = options.body_timeout;
     let app = Arc::new(App {
         store,
-        options,
         sessions: auth::Sessions::default(),
+        throttle: throttle::Throttle::new(options.login_throttle),
+        options,
     });
     Router::new()
         .route("/", get(pages::overview::<S>))
         .route("/held", get(pages::held::<S>))
         .route("/stuck", get(pages::stuck::<S>))
         .route("/op", get(pages::operation::<S>))
+        .route("/op/payload", get(download::payload::<S>))
+        .route("/op/result", get(download::result::<S>))
         .route("/op/resolve", post(actions::resolve::<S>))
         .route("/op/cancel", post(actions::cancel::<S>))
         .route("/check", get(reports::check::<S>))
@@ -156,11 +185,15 @@ pub fn router<S: OperatorStore + Clone>(store: S, options: Options) -> Router {
         .route("/login", get(auth::login_page::<S>).post(auth::login::<S>))
         .route("/logout", post(auth::logout::<S>))
         .route("/console.css", get(view::stylesheet))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            server::body_within(body_timeout, req, next)
+        }))
         .layer(axum::middleware::map_response(view::security_headers))
         .with_state(app)
 }
 
-/// Serves the console on `listener` until the process stops.
+/// Serves the console on `listener` until the process stops, each
+/// connection with [`Options::header_timeout`].
 pub async fn serve<S: OperatorStore + Clone>(
     store: S,
     options: Options,
@@ -169,7 +202,7 @@ pub async fn serve<S: OperatorStore + Clone>(
     let addr = listener.local_addr().map_err(ConsoleError::Io)?;
     check_listen(addr, &options)?;
     tracing::info!(%addr, read_only = options.read_only, database = %options.database, "console listening");
-    axum::serve(listener, router(store, options))
-        .await
-        .map_err(ConsoleError::Io)
+    let header_timeout = options.header_timeout;
+    server::run(listener, router(store, options), header_timeout).await;
+    Ok(())
 }

@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use crate::auth::Operator;
 use crate::error::ConsoleError;
-use crate::view::{age, query, time, Chrome, Row};
+use crate::filters;
+use crate::view::{age, download_link, query, time, Chrome, Excerpt, Row};
 use crate::Shared;
 
 type Page = Result<Html<String>, ConsoleError>;
@@ -242,10 +243,12 @@ struct OperationPage {
     token: i64,
     attempts: i64,
     owner: String,
-    external_ref: String,
-    error: String,
-    result: String,
-    payload: String,
+    external_ref: Excerpt,
+    error: Excerpt,
+    result: Excerpt,
+    result_link: String,
+    payload: Excerpt,
+    payload_link: String,
     fingerprint: String,
     cancel_requested: bool,
     created_at: String,
@@ -361,10 +364,12 @@ pub(crate) async fn operation<S: OperatorStore>(
         token: r.token,
         attempts: r.attempts,
         owner: text(&r.owner),
-        external_ref: text(&r.external_ref),
-        error: text(&r.error),
-        result: text(&r.result),
-        payload: text(&r.payload),
+        external_ref: Excerpt::of(r.external_ref.as_deref()),
+        error: Excerpt::of(r.error.as_deref()),
+        result: Excerpt::of(r.result.as_deref()),
+        result_link: download_link("result", &r.job_type, &r.op_key),
+        payload: Excerpt::of(r.payload.as_deref()),
+        payload_link: download_link("payload", &r.job_type, &r.op_key),
         fingerprint: r.fingerprint.clone(),
         cancel_requested: r.cancel_requested,
         created_at: r.created_at.to_string(),

@@ -13,7 +13,8 @@ use onceonly_tools::repeats::{find, summary, time};
 
 use crate::auth::Operator;
 use crate::error::ConsoleError;
-use crate::view::{cut, Chrome};
+use crate::filters;
+use crate::view::{cut, without_url, Chrome};
 use crate::Shared;
 
 type Page = Result<Html<String>, ConsoleError>;
@@ -168,7 +169,7 @@ pub(crate) async fn repeats<S: OperatorStore>(State(app): State<Shared<S>>, op: 
                 })
                 .collect();
         }
-        Err(e) => page.problem = Some(format!("{e:#}")),
+        Err(e) => page.problem = Some(without_url(&format!("{e:#}"), &app.options.db_url.0)),
     }
     render(page)
 }

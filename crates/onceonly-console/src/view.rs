@@ -35,6 +35,34 @@ impl Chrome {
     }
 }
 
+/// The database as pages and log lines show it: its password masked by
+/// [`onceonly::db_url::redact`], and its query options left out — one may
+/// carry a password (`?password=`, `?sslpassword=`) and a page has no use
+/// for them. A URL that does not parse shows up to its `?`, with anything
+/// before an `@` masked.
+pub(crate) fn database_shown(url: &str) -> String {
+    let redacted = onceonly::db_url::redact(url);
+    if let Ok(mut parsed) = url::Url::parse(&redacted) {
+        parsed.set_query(None);
+        parsed.set_fragment(None);
+        return parsed.to_string();
+    }
+    let head = redacted.split(['?', '#']).next().unwrap_or_default();
+    match (head.split_once("://"), head.rsplit_once('@')) {
+        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://***@{host}"),
+        _ => head.to_owned(),
+    }
+}
+
+/// `text` (an error from a connection the console made with the URL
+/// itself) with the URL, whole or as `redact` prints it, replaced by
+/// [`database_shown`]'s form.
+pub(crate) fn without_url(text: &str, url: &str) -> String {
+    let shown = database_shown(url);
+    text.replace(url, &shown)
+        .replace(&onceonly::db_url::redact(url), &shown)
+}
+
 /// A query string of `pairs`, percent-encoded.
 pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
@@ -49,6 +77,11 @@ pub(crate) fn op_link(job: &str, key: &str) -> String {
     format!("/op?{}", query(&[("job", job), ("key", key)]))
 }
 
+/// The path that downloads an operation's payload or result whole.
+pub(crate) fn download_link(part: &str, job: &str, key: &str) -> String {
+    format!("/op/{part}?{}", query(&[("job", job), ("key", key)]))
+}
+
 /// `text` cut to `LIST_CHARS` characters, with an ellipsis when cut.
 pub(crate) fn cut(text: &str) -> String {
     if text.chars().count() <= LIST_CHARS {
@@ -57,6 +90,48 @@ pub(crate) fn cut(text: &str) -> String {
         let mut s: String = text.chars().take(LIST_CHARS).collect();
         s.push('…');
         s
+    }
+}
+
+/// Bytes of a payload, result, reference or error the operation page shows
+/// before cutting it (the whole is a download away).
+pub(crate) const PAGE_BYTES: usize = 64 * 1024;
+
+/// A value of a record as the operation page shows it: whole when it fits
+/// in [`PAGE_BYTES`], else its first bytes and a note giving its full size.
+pub(crate) struct Excerpt {
+    pub text: String,
+    /// Set when cut: the value's full size, and how much is shown.
+    pub note: Option<String>,
+}
+
+impl Excerpt {
+    pub fn of(value: Option<&str>) -> Self {
+        let Some(value) = value else {
+            return Excerpt {
+                text: "-".into(),
+                note: None,
+            };
+        };
+        if value.len() <= PAGE_BYTES {
+            return Excerpt {
+                text: value.to_owned(),
+                note: None,
+            };
+        }
+        let mut end = PAGE_BYTES;
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        Excerpt {
+            text: format!("{}…", &value[..end]),
+            note: Some(format!(
+                "{} bytes ({:.1} MiB) in all; the first {} KiB are shown.",
+                value.len(),
+                value.len() as f64 / (1024.0 * 1024.0),
+                PAGE_BYTES / 1024
+            )),
+        }
     }
 }
 
@@ -95,7 +170,7 @@ impl Row {
             owner: r.owner.clone().unwrap_or_else(|| "-".into()),
             age: age(now.since(started(r))),
             lease,
-            external_ref: r.external_ref.clone().unwrap_or_else(|| "-".into()),
+            external_ref: cut(r.external_ref.as_deref().unwrap_or("-")),
             error: cut(r.error.as_deref().unwrap_or("")),
         }
     }
@@ -150,4 +225,65 @@ pub(crate) async fn security_headers(mut res: Response) -> Response {
         set(h, "cache-control", "no-store");
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_shown_hides_every_password() {
+        for (url, shown) in [
+            ("postgres://u:pw1@h:5432/db", "postgres://u:***@h:5432/db"),
+            ("postgres://u@h/db?password=pw1", "postgres://u@h/db"),
+            (
+                "postgresql://u@h/db?sslmode=require&sslpassword=pw1",
+                "postgresql://u@h/db",
+            ),
+            (
+                "postgres://u:pw1@h/db?password=pw1#x",
+                "postgres://u:***@h/db",
+            ),
+            ("sqlite://onceonly.db", "sqlite://onceonly.db"),
+            ("sqlite:///var/lib/o.db?mode=rwc", "sqlite:///var/lib/o.db"),
+            (
+                "postgres://u:p w1@h h/db?password=pw1",
+                "postgres://***@h h/db",
+            ),
+        ] {
+            assert_eq!(database_shown(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn long_values_are_cut_on_a_character() {
+        assert_eq!(Excerpt::of(None).text, "-");
+        let short = Excerpt::of(Some("{}"));
+        assert_eq!((short.text.as_str(), short.note), ("{}", None));
+        let long = "é".repeat(PAGE_BYTES);
+        let e = Excerpt::of(Some(&long));
+        assert_eq!(e.text, format!("{}…", "é".repeat(PAGE_BYTES / 2)));
+        let odd = format!("a{long}");
+        let e = Excerpt::of(Some(&odd));
+        assert!(e.text.len() < PAGE_BYTES + 4, "{}", e.text.len());
+        assert!(e
+            .note
+            .unwrap()
+            .starts_with(&format!("{} bytes (", odd.len())));
+    }
+
+    #[test]
+    fn errors_lose_the_url() {
+        let url = "postgres://u:pw1@h/db?password=pw1";
+        let redacted = onceonly::db_url::redact(url);
+        for text in [
+            format!("reading from {url}: no"),
+            format!("reading from {redacted}: no"),
+        ] {
+            assert_eq!(
+                without_url(&text, url),
+                "reading from postgres://u:***@h/db: no"
+            );
+        }
+    }
 }

@@ -26,6 +26,8 @@ use onceonly::{Effect, EffectCtx, EffectOutcome, LookupOutcome, WithdrawOutcome}
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use reqwest::StatusCode;
 
+pub mod answer;
+pub mod check;
 pub mod client;
 pub mod shape;
 pub mod template;
@@ -36,6 +38,7 @@ pub mod test_server;
 #[cfg(feature = "test-server")]
 pub mod tls_listener;
 
+pub use check::check_destination;
 pub use client::build_client;
 pub use shape::{Shape, ShapeSpec};
 
@@ -58,6 +61,8 @@ pub struct HttpDestination {
     /// Each request's bound, named when it cuts one.
     request_timeout: Duration,
     base: String,
+    /// The origin (scheme, host, port) the destination's credentials belong to.
+    origin: url::Origin,
     shape: Arc<Shape>,
 }
 
@@ -81,22 +86,13 @@ impl HttpDestination {
         shape: Shape,
         options: &ClientOptions,
     ) -> onceonly::Result<Self> {
-        let parsed = reqwest::Url::parse(base_url).map_err(|e| {
-            onceonly::Error::Invalid(format!("destination {base_url:?} is not a URL: {e}"))
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(onceonly::Error::Invalid(format!(
-                "destination {base_url:?}: only http:// and https:// destinations are supported"
-            )));
-        }
-        shape
-            .check_transport(&parsed)
-            .map_err(|e| onceonly::Error::Invalid(format!("destination {base_url}: {e}")))?;
+        let parsed = check_destination(base_url, &shape, None).map_err(onceonly::Error::Invalid)?;
         let client = build_client(options.request_timeout, options.ca_cert.as_deref())?;
         Ok(Self {
             client,
             request_timeout: options.request_timeout,
             base: base_url.trim_end_matches('/').to_owned(),
+            origin: parsed.origin(),
             shape: Arc::new(shape),
         })
     }
@@ -130,6 +126,9 @@ impl HttpDestination {
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| Unbuilt(format!("{text} is not an http(s) URL")))?;
         self.shape.check_transport(&url).map_err(Unbuilt)?;
+        if request.url.vars().any(|v| *v == template::Var::Ref) {
+            self.check_origin(&url)?;
+        }
         let mut builder = self.client.request(request.method.clone(), url.clone());
         for (name, template) in self.shape.headers.iter().chain(&request.headers) {
             let value = header_value(template, &values)
@@ -137,6 +136,22 @@ impl HttpDestination {
             builder = builder.header(name, value);
         }
         Ok((builder, url))
+    }
+
+    /// A URL built from an answer goes only to the destination's origin or
+    /// one its settings allow: the destination's credentials go with it.
+    fn check_origin(&self, url: &reqwest::Url) -> Result<(), Unbuilt> {
+        let origin = url.origin();
+        if origin == self.origin || self.shape.allowed_origins.contains(&origin) {
+            return Ok(());
+        }
+        Err(Unbuilt(format!(
+            "the URL built from the destination's answer points at {}, not at the \
+             destination's origin {}: refused, so its credentials stay there (list the \
+             origin in allowed_origins if it is the destination's own)",
+            origin.ascii_serialization(),
+            self.origin.ascii_serialization()
+        )))
     }
 
     async fn send(&self, ctx: &EffectCtx) -> EffectOutcome {
@@ -169,12 +184,12 @@ impl HttpDestination {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        match response.bytes().await {
-            Ok(body) => shape.classify_send(status, &headers, &body, Some(&url)),
-            Err(e) if status.is_success() => EffectOutcome::Unknown(format!(
+        match answer::read_bounded(response, shape.max_answer_bytes).await {
+            Ok(answer) => shape.classify_send_answer(status, &headers, &answer, Some(&url)),
+            Err((e, _)) if status.is_success() => EffectOutcome::Unknown(format!(
                 "destination answered {status} but the body was lost: {e}"
             )),
-            Err(_) => shape.classify_send(status, &headers, b"", Some(&url)),
+            Err((_, read)) => shape.classify_send(status, &headers, &read, Some(&url)),
         }
     }
 
@@ -227,9 +242,11 @@ impl HttpDestination {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response.bytes().await.unwrap_or_default();
+        let answer = answer::read_bounded(response, self.shape.max_answer_bytes)
+            .await
+            .unwrap_or_else(|(_, body)| answer::Answer { body, cut_at: None });
         self.shape
-            .classify_lookup(lookup, status, &headers, &body, Some(&url))
+            .classify_lookup_answer(lookup, status, &headers, &answer, Some(&url))
     }
 
     async fn remove(&self, ctx: &EffectCtx, external_ref: &str) -> WithdrawOutcome {

@@ -135,6 +135,14 @@ impl Template {
         })
     }
 
+    /// The literal text between its placeholders.
+    pub fn literals(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            Part::Var(_) => None,
+        })
+    }
+
     /// The template starts with this literal text (a fixed scheme and host).
     pub fn leading_text(&self) -> Option<&str> {
         match self.parts.first() {

@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use onceonly::{BoxError, Guard, Outcome, Payload, Store};
+use onceonly_mysql::MySqlStore;
 use onceonly_postgres::PgStore;
 use onceonly_sqlite::SqliteStore;
 use serde::{Deserialize, Serialize};
@@ -169,5 +170,11 @@ impl Reconnect for SqliteStore {
 impl Reconnect for PgStore {
     fn reconnect(&self) -> impl Future<Output = onceonly::Result<Self>> + Send {
         PgStore::reconnect(self)
+    }
+}
+
+impl Reconnect for MySqlStore {
+    fn reconnect(&self) -> impl Future<Output = onceonly::Result<Self>> + Send {
+        MySqlStore::reconnect(self)
     }
 }

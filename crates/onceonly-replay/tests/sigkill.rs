@@ -49,6 +49,10 @@ async fn replay_worker_entry() {
             let store = PgStore::connect_with(&db, options).await.unwrap();
             worker::serve(&job, store, &request).await.unwrap_err()
         }
+        DbKind::MySql => {
+            let store = onceonly_mysql::MySqlStore::connect(&db).await.unwrap();
+            worker::serve(&job, store, &request).await.unwrap_err()
+        }
     };
     panic!("the worker was not killed: {err}");
 }

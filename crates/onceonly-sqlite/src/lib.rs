@@ -98,6 +98,7 @@
 
 mod checkpoint;
 mod direct;
+mod file_mode;
 mod in_tx;
 mod operator;
 mod queries;
@@ -196,16 +197,26 @@ impl SqliteStore {
     pub async fn connect_with(url: &str, connections: u32) -> Result<Self> {
         if url.contains(":memory:") || url.contains("mode=memory") {
             return Err(Error::Invalid(format!(
-                "{url:?} is an in-memory SQLite database: onceonly needs a file, \
-                 which its own connection and the pool's both open"
+                "{:?} is an in-memory SQLite database: onceonly needs a file, \
+                 which its own connection and the pool's both open",
+                onceonly::db_url::redact(url)
             )));
         }
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "{:?} is not a SQLite URL: {e}",
+                    onceonly::db_url::redact(url)
+                ))
+            })?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT);
+        file_mode::create_private(options.get_filename()).map_err(|e| Error::Unreachable {
+            url: onceonly::db_url::redact(url),
+            reason: format!("cannot create {}: {e}", options.get_filename().display()),
+        })?;
         let pool = SqlitePoolOptions::new()
             .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(60))
@@ -234,8 +245,12 @@ impl SqliteStore {
     /// Opens the file at `url` only if it exists: for commands that only
     /// read, which must not leave an empty database behind a mistyped path.
     pub async fn connect_existing(url: &str) -> Result<Self> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::Invalid(format!("{url:?} is not a SQLite URL: {e}")))?;
+        let options = SqliteConnectOptions::from_str(url).map_err(|e| {
+            Error::Invalid(format!(
+                "{:?} is not a SQLite URL: {e}",
+                onceonly::db_url::redact(url)
+            ))
+        })?;
         let path = options.get_filename();
         if !path.is_file() {
             return Err(Error::Invalid(format!(

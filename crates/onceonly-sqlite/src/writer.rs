@@ -288,12 +288,17 @@ impl Group {
 }
 
 /// A SQLite error with its kind: a constraint, the file busy or locked
-/// (serialization), or other; `doing` says what failed.
+/// (serialization), refused for good (read-only, permission, a missing
+/// table), or other; `doing` says what failed.
 pub(crate) fn db_error(e: rusqlite::Error, doing: &str) -> DbError {
     use rusqlite::ErrorCode as C;
     let kind = match e.sqlite_error_code() {
         Some(C::ConstraintViolation) => DbErrorKind::Constraint,
         Some(C::DatabaseBusy | C::DatabaseLocked) => DbErrorKind::Serialization,
+        Some(C::ReadOnly | C::PermissionDenied | C::AuthorizationForStatementDenied) => {
+            DbErrorKind::Permanent
+        }
+        _ if onceonly_sqlx::is_missing_schema(&e.to_string()) => DbErrorKind::Permanent,
         _ => DbErrorKind::Other,
     };
     DbError::new(kind, format!("{doing}: {e}"), e)

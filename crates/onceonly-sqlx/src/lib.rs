@@ -42,7 +42,10 @@ pub fn map_err(url: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
             }
         }
         sqlx::Error::Database(ref db) => {
-            let kind = db_kind(db.kind(), db.code().as_deref());
+            let kind = match db_kind(db.kind(), db.code().as_deref()) {
+                DbErrorKind::Other if is_missing_schema(db.message()) => DbErrorKind::Permanent,
+                kind => kind,
+            };
             Error::Db(DbError::new(kind, db.to_string(), e))
         }
         other => Error::Db(DbError::new(DbErrorKind::Other, other.to_string(), other)),
@@ -64,14 +67,26 @@ pub fn db_kind(kind: sqlx::error::ErrorKind, code: Option<&str>) -> DbErrorKind 
         Some("40001" | "40P01") => DbErrorKind::Serialization,
         // query_canceled (statement_timeout), lock_not_available (lock_timeout)
         Some("57014" | "55P03") => DbErrorKind::Timeout,
-        // SQLite: SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
-        Some(code) => match code.parse::<i32>().map(|c| c & 0xff) {
+        // read_only_sql_transaction, insufficient_privilege, undefined_table,
+        // undefined_column, invalid_schema_name: a person must mend it.
+        Some("25006" | "42501" | "42P01" | "42703" | "3F000") => DbErrorKind::Permanent,
+        // SQLite: SQLITE_BUSY and SQLITE_LOCKED, with their extended codes;
+        // SQLITE_PERM, SQLITE_READONLY and SQLITE_AUTH. (SQLite's codes have
+        // at most 4 digits; a SQLSTATE always 5 characters.)
+        Some(code) if code.len() < 5 => match code.parse::<i32>().map(|c| c & 0xff) {
             Ok(5 | 6) => DbErrorKind::Serialization,
             Ok(19) => DbErrorKind::Constraint,
+            Ok(3 | 8 | 23) => DbErrorKind::Permanent,
             _ => DbErrorKind::Other,
         },
-        None => DbErrorKind::Other,
+        Some(_) | None => DbErrorKind::Other,
     }
+}
+
+/// Whether SQLite's message says a table or column is missing (SQLite
+/// gives it the generic code SQLITE_ERROR): the schema is not onceonly's.
+pub fn is_missing_schema(message: &str) -> bool {
+    message.contains("no such table") || message.contains("no such column")
 }
 
 /// PostgreSQL refusals at connect time (no such database, role, auth).
@@ -193,7 +208,13 @@ mod kind_tests {
             (K::Other, Some("6"), DbErrorKind::Serialization),
             (K::Other, Some("2067"), DbErrorKind::Constraint),
             (K::Other, Some("1"), DbErrorKind::Other),
-            (K::Other, Some("42P01"), DbErrorKind::Other),
+            // read-only, privilege, missing table: PostgreSQL and SQLite
+            (K::Other, Some("25006"), DbErrorKind::Permanent),
+            (K::Other, Some("42501"), DbErrorKind::Permanent),
+            (K::Other, Some("42P01"), DbErrorKind::Permanent),
+            (K::Other, Some("8"), DbErrorKind::Permanent),
+            (K::Other, Some("1032"), DbErrorKind::Permanent),
+            (K::Other, Some("3"), DbErrorKind::Permanent),
             (K::Other, None, DbErrorKind::Other),
         ];
         for (kind, code, expected) in cases {

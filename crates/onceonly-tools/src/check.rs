@@ -9,7 +9,7 @@ use std::time::Duration;
 use onceonly::store::OpList;
 use onceonly::{JobSpec, State, Store};
 
-use crate::config::Config;
+use crate::config::{Config, JobSettings};
 
 /// The longest claim-to-completion time seen for one job type.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,8 @@ pub fn rules(config: &Config) -> (Vec<String>, usize) {
     let mut broken = 0;
     for settings in config.jobs.values() {
         let spec = settings.spec();
-        let rules = spec.broken_timing_rules();
+        let mut rules = spec.broken_timing_rules();
+        rules.extend(destination_rule(settings));
         if rules.is_empty() {
             lines.push(format!(
                 "job {}: timing rules hold ({})",
@@ -44,6 +45,33 @@ pub fn rules(config: &Config) -> (Vec<String>, usize) {
         broken += rules.len();
     }
     (lines, broken)
+}
+
+/// The destination rule `run` refuses to start on, if the job's settings
+/// break it: the same [`onceonly_http::check_destination`] `run` calls.
+/// Environment variables the shape reads are taken from the environment
+/// when set (a header value they would break is then named), else left
+/// empty: `check` may run where the secrets are not.
+fn destination_rule(settings: &JobSettings) -> Option<String> {
+    if settings.effect == onceonly::EffectKind::Local {
+        return None;
+    }
+    let spec = settings
+        .http
+        .clone()
+        .unwrap_or_else(onceonly_http::ShapeSpec::test_protocol);
+    let env = |name: &str| Some(std::env::var(name).unwrap_or_default());
+    let shape = match onceonly_http::Shape::resolve(&spec, env) {
+        Ok(shape) => shape,
+        Err(e) => return Some(format!("destination: {e}")),
+    };
+    let checked = match &settings.destination {
+        Some(base) => {
+            onceonly_http::check_destination(base, &shape, Some(settings.effect)).map(drop)
+        }
+        None => onceonly_http::check::check_shape(&shape, Some(settings.effect)),
+    };
+    checked.err()
 }
 
 /// The lines about what the records show, per job type of the file, and

@@ -15,6 +15,7 @@
 
 use onceonly::db_url::{redact, DbKind};
 use onceonly::{Error, Store};
+use onceonly_mysql::MySqlStore;
 use onceonly_postgres::PgStore;
 use onceonly_sqlite::SqliteStore;
 
@@ -24,6 +25,8 @@ pub enum AnyStore {
     Sqlite(SqliteStore),
     /// `postgres://...` or `postgresql://...`
     Postgres(PgStore),
+    /// `mysql://...` or `mariadb://...`
+    MySql(MySqlStore),
 }
 
 /// Runs `$body` with `$s` bound to the concrete store inside `$any` (an
@@ -34,6 +37,7 @@ macro_rules! with_store {
         match $any {
             $crate::store::AnyStore::Sqlite($s) => $body,
             $crate::store::AnyStore::Postgres($s) => $body,
+            $crate::store::AnyStore::MySql($s) => $body,
         }
     };
 }
@@ -44,6 +48,7 @@ pub async fn open(url: &str) -> onceonly::Result<AnyStore> {
     Ok(match DbKind::of(url)? {
         DbKind::Sqlite => AnyStore::Sqlite(SqliteStore::connect(url).await?),
         DbKind::Postgres => AnyStore::Postgres(PgStore::connect(url).await?),
+        DbKind::MySql => AnyStore::MySql(MySqlStore::connect(url).await?),
     })
 }
 
@@ -60,6 +65,7 @@ pub async fn open_existing(url: &str) -> onceonly::Result<AnyStore> {
     let store = match DbKind::of(url)? {
         DbKind::Sqlite => AnyStore::Sqlite(SqliteStore::connect_existing(url).await?),
         DbKind::Postgres => AnyStore::Postgres(PgStore::connect(url).await?),
+        DbKind::MySql => AnyStore::MySql(MySqlStore::connect(url).await?),
     };
     if !with_store!(&store, s => s.has_tables().await)? {
         return Err(Error::Invalid(format!(

@@ -52,11 +52,16 @@ pub enum AuditKind {
     /// A claim was given back before its effect started (a relay stopping):
     /// released to queued, due at once. No try failed.
     Released,
+    /// An operator purged finished records younger than the redelivery
+    /// horizon (`purge --force`): the detail names the horizon overridden
+    /// and how many records went. Stored under the job type purged (`*`:
+    /// every job type) with the empty key, which no operation has.
+    Purged,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 11] = [
+    pub const ALL: [AuditKind; 12] = [
         AuditKind::TakeOver,
         AuditKind::Hold,
         AuditKind::LostClaim,
@@ -68,6 +73,7 @@ impl AuditKind {
         AuditKind::Failed,
         AuditKind::Retry,
         AuditKind::Released,
+        AuditKind::Purged,
     ];
 
     /// The name stored in the database.
@@ -84,6 +90,7 @@ impl AuditKind {
             AuditKind::Failed => "failed",
             AuditKind::Retry => "retry",
             AuditKind::Released => "released",
+            AuditKind::Purged => "purged",
         }
     }
 
@@ -125,6 +132,8 @@ impl AuditKind {
             ],
             AuditKind::Failed => &[Transition::Move(Fail)],
             AuditKind::Retry | AuditKind::Released => &[Transition::Move(Release)],
+            // An operator's deletion, not a transition of one record.
+            AuditKind::Purged => &[],
         }
     }
 

@@ -131,6 +131,10 @@ pub enum DbErrorKind {
     Serialization,
     /// A statement, lock or pool wait timed out.
     Timeout,
+    /// The database refuses this for good: it is read-only, the user lacks
+    /// the privilege, or a table or schema is missing. Retrying cannot
+    /// help; a person must mend the database (a worker stops, naming it).
+    Permanent,
     /// Anything else (a bad row, a driver fault, a stopped writer).
     Other,
 }
@@ -141,6 +145,7 @@ impl fmt::Display for DbErrorKind {
             DbErrorKind::Constraint => "constraint violated",
             DbErrorKind::Serialization => "serialization failure",
             DbErrorKind::Timeout => "timed out",
+            DbErrorKind::Permanent => "refused for good",
             DbErrorKind::Other => "database error",
         })
     }
@@ -208,6 +213,13 @@ impl Error {
     /// (a statement that answered what it never should).
     pub fn db_other(message: impl Into<String>) -> Error {
         Error::Db(DbError::msg(DbErrorKind::Other, message))
+    }
+
+    /// Whether the database refuses for good ([`DbErrorKind::Permanent`]:
+    /// read-only, permission denied, a table missing), so that retrying
+    /// cannot help. A lost connection or a busy file is not: it passes.
+    pub fn is_permanent_db_error(&self) -> bool {
+        self.db_kind() == Some(DbErrorKind::Permanent)
     }
 
     /// The database error's kind, when this is one ([`Error::Db`]).

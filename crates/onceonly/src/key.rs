@@ -84,10 +84,12 @@ impl Payload {
         Self::from_canonical(None)
     }
 
-    /// Parses JSON text, naming the problem when it is not JSON.
+    /// Parses JSON text, naming the problem when it is not JSON or when an
+    /// object in it names a key twice.
     pub fn parse(text: &str) -> Result<Self> {
         let value: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| Error::Invalid(format!("payload is not valid JSON: {e}")))?;
+        crate::json_keys::refuse_duplicate_keys(text)?;
         Ok(Self::from_value(&value))
     }
 

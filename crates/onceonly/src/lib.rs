@@ -26,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod answer;
 mod audit;
 pub mod columns;
 pub mod db_url;
@@ -33,6 +34,7 @@ mod effect;
 mod error;
 pub mod fault;
 mod guard;
+pub mod json_keys;
 mod key;
 pub mod operator;
 pub mod ops;
@@ -43,6 +45,7 @@ pub mod relay;
 mod spec;
 pub mod store;
 
+pub use answer::{escape_controls, AnswerError};
 pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
 pub use error::{DbError, DbErrorKind, Error, Result};
@@ -54,5 +57,5 @@ pub use key::{
 pub use owner::new_owner;
 pub use protocol::{Move, Settle, Transition};
 pub use record::{DbTime, Record, Snapshot, State};
-pub use spec::{parse_duration, EffectKind, JobSpec, StalePolicy};
+pub use spec::{parse_duration, timing_lines, EffectKind, JobSpec, StalePolicy};
 pub use store::{ClockOffset, Store};

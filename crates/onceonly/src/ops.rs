@@ -386,6 +386,13 @@ async fn unclaimed_at_destination<S: Store, E: Effect>(
             ..
         } => ext,
     };
+    // A reference that breaks the answer rules is neither withdrawn (it
+    // could be anything) nor stored.
+    if let Err(e) = crate::answer::check_reference(&ext) {
+        return Ok(Look::NotLookedUp(format!(
+            "the destination's lookup answered a reference that cannot be used: {e}"
+        )));
+    }
     let now = get(store, &r.job_type, &r.op_key).await?.record;
     if (now.state, now.token) != (r.state, r.token) {
         return Ok(Look::Moved);

@@ -347,10 +347,16 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
     /// attempts finish, each bounded by the job timeout), or, with `drain`,
     /// until nothing is queued and no claim is live. Held rows do not keep
     /// it running.
+    ///
+    /// A store error that passes (a lost connection, a busy file) is
+    /// retried with backoff; one the database gives for good (read-only,
+    /// permission denied, a missing table:
+    /// [`Error::is_permanent_db_error`](crate::Error::is_permanent_db_error))
+    /// ends the run with that error once the in-flight attempts are done:
+    /// retrying it would only fill the log.
     pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<()> {
         let loops = (0..self.config.workers.max(1)).map(|_| self.claim_loop(stop.clone()));
-        join_all(loops).await;
-        Ok(())
+        join_all(loops).await.into_iter().collect()
     }
 
     /// Claims, acts, and writes back the round's done effects alongside the
@@ -360,7 +366,7 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
     /// effects of one round still run only after its claim and before the
     /// next claim is acted on, so a loop never has more than one round's
     /// effects in flight.
-    async fn claim_loop(&self, mut stop: watch::Receiver<bool>) {
+    async fn claim_loop(&self, mut stop: watch::Receiver<bool>) -> Result<()> {
         let spec = self.guard.spec();
         let mut idle = self.config.poll;
         let mut writing_back: Option<BoxFuture<'_, ()>> = None;
@@ -399,6 +405,14 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
                         break;
                     }
                 }
+                Err(e) if e.is_permanent_db_error() => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    error!(job = %spec.job_type, error = %e, "claim refused for good; stopping");
+                    if let Some(write_back) = writing_back {
+                        write_back.await;
+                    }
+                    return Err(e);
+                }
                 Err(e) => {
                     // Reconnect with backoff: the pool opens new connections
                     // on the next call; nothing is lost meanwhile.
@@ -415,6 +429,7 @@ impl<'a, S: Store, E: Effect> Relay<'a, S, E> {
         if let Some(write_back) = writing_back {
             write_back.await;
         }
+        Ok(())
     }
 
     /// Acts on a round's claims concurrently. Outcomes other than done are

@@ -180,40 +180,38 @@ impl JobSpec {
 
     /// Checks the job type and every timing rule of docs/DESIGN.md section 4.
     ///
-    /// Returns [`Error::Timing`] naming every broken rule with its numbers.
+    /// Returns [`Error::Timing`] naming every broken rule with its numbers,
+    /// worded as every client words it (`protocol/corpus/timing.json`).
     pub fn validate(&self) -> Result<()> {
         validate_job_type(&self.job_type)?;
-        let broken = self.broken_timing_rules();
-        if broken.is_empty() {
+        let lines = timing_lines(&self.job_type, &self.broken_timing_rules());
+        if lines.is_empty() {
             Ok(())
         } else {
-            Err(Error::Timing(format!(
-                "job {}: {}",
-                self.job_type,
-                broken.join("; ")
-            )))
+            Err(Error::Timing(lines.join("; ")))
         }
     }
 
-    /// Each broken timing rule as a sentence with the numbers; empty when all hold.
+    /// Each broken timing rule as a sentence with both numbers and, in
+    /// brackets, the settings to change; empty when all hold.
     pub fn broken_timing_rules(&self) -> Vec<String> {
         let mut broken = Vec::new();
         let d = |d: Duration| humantime::format_duration(d).to_string();
         if self.lease.is_zero() || self.timeout.is_zero() {
             broken.push(format!(
-                "lease ({}) and timeout ({}) must both be above zero",
+                "lease ({}) and timeout ({}) must both be above zero [change lease or timeout]",
                 d(self.lease),
                 d(self.timeout)
             ));
         }
         match self.heartbeat {
             None if self.timeout >= self.lease => broken.push(format!(
-                "job timeout ({}) must be shorter than the lease ({}), or a heartbeat must renew the lease",
+                "job timeout ({}) must be shorter than the lease ({}), or a heartbeat must renew the lease [change timeout, lease or heartbeat]",
                 d(self.timeout),
                 d(self.lease)
             )),
             Some(hb) if hb.is_zero() || hb > self.lease / 3 => broken.push(format!(
-                "heartbeat ({}) must renew the lease at least every lease/3 ({})",
+                "heartbeat ({}) must renew the lease at least every lease/3 ({}) [change heartbeat or lease]",
                 d(hb),
                 d(self.lease / 3)
             )),
@@ -222,7 +220,7 @@ impl JobSpec {
         if let Some(redelivery) = self.redelivery_timeout {
             if redelivery <= self.timeout {
                 broken.push(format!(
-                    "queue redelivery timeout ({}) must be longer than the job timeout ({})",
+                    "queue redelivery timeout ({}) must be longer than the job timeout ({}) [change redelivery_timeout or timeout]",
                     d(redelivery),
                     d(self.timeout)
                 ));
@@ -231,7 +229,7 @@ impl JobSpec {
         if let Some(lock) = self.lock_lifetime {
             if lock <= self.timeout {
                 broken.push(format!(
-                    "lock lifetime ({}) must be longer than the job timeout ({})",
+                    "lock lifetime ({}) must be longer than the job timeout ({}) [change lock_lifetime or timeout]",
                     d(lock),
                     d(self.timeout)
                 ));
@@ -239,6 +237,15 @@ impl JobSpec {
         }
         broken
     }
+}
+
+/// One line per broken rule, `job JOB: RULE`: how a refusal names the job
+/// in every client. [`Error::Timing`] joins them with `; `.
+pub fn timing_lines(job_type: &str, rules: &[String]) -> Vec<String> {
+    rules
+        .iter()
+        .map(|r| format!("job {job_type}: {r}"))
+        .collect()
 }
 
 /// Parses a duration like `500ms`, `2s`, `5m`, naming the problem when it is not one.

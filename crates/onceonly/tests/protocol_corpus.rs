@@ -58,6 +58,25 @@ fn payloads_canonicalise_and_fingerprint_as_the_corpus_says() {
 }
 
 #[test]
+fn payloads_naming_a_key_twice_are_refused_as_the_corpus_says() {
+    let file = read("payloads.json");
+    let refused = file["refused"].as_array().expect("refused");
+    assert!(refused.len() >= 5, "the corpus lost its refused cases");
+    for case in refused {
+        let s = |f: &str| case[f].as_str().unwrap();
+        let Err(e) = Payload::parse(s("input")) else {
+            panic!("{}: accepted", s("name"));
+        };
+        let said = format!(
+            "duplicate key {} in the object at {}",
+            Value::from(s("key")),
+            s("object")
+        );
+        assert!(e.to_string().contains(&said), "{}: {e}", s("name"));
+    }
+}
+
+#[test]
 fn keys_and_job_types_are_accepted_and_refused_as_the_corpus_says() {
     let file = read("keys.json");
     let strings = |path: &str| -> Vec<String> {
@@ -88,6 +107,22 @@ fn keys_and_job_types_are_accepted_and_refused_as_the_corpus_says() {
         assert_eq!(
             idempotency_key(s("job_type"), s("op_key")),
             s("idempotency_key")
+        );
+    }
+}
+
+#[test]
+fn database_urls_are_shown_as_the_corpus_says() {
+    let file = read("db_urls.json");
+    let cases = file["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 20, "the corpus lost its cases");
+    for case in cases {
+        let s = |f: &str| case[f].as_str().unwrap();
+        assert_eq!(
+            onceonly::db_url::redact(s("url")),
+            s("shown"),
+            "{}",
+            s("name")
         );
     }
 }

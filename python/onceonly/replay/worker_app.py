@@ -110,6 +110,8 @@ def _make(kind: str):
     dest = HttpDestination(CONFIG["destinations"][dest_name]) if dest_name else None
     common = dict(db=CONFIG["db"], job=job, key=_remember_key, effect=effect, on_stale=on_stale,
                   lease=CONFIG["lease"], timeout=CONFIG["timeout"], fault_hook=_fault_hook_for(job),
+                  # Redis hands a retry waiting for its countdown out again past the visibility timeout.
+                  max_retry_delay=min(60.0, CONFIG["visibility_timeout_s"] / 2),
                   name=f"replay.guarded.{slug(kind)}")
     if effect == "local":
         @guarded_task(app, connection=lambda: demo.connect(CONFIG["db"]), **common)

@@ -1,7 +1,7 @@
 """Stores: where the operation records live."""
 from __future__ import annotations
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, redact
 from .base import Store
 from .params import OpMove
 
@@ -19,7 +19,7 @@ def connect(url: str, schema: str = "onceonly") -> Store:
         from .postgres import PgStore
 
         return PgStore(url, schema=schema)
-    raise InvalidInput(f"{url!r} is not a database URL onceonly knows: use sqlite://PATH or postgres://...")
+    raise InvalidInput(f"{redact(url)!r} is not a database URL onceonly knows: use sqlite://PATH or postgres://...")
 
 
 __all__ = ["Store", "OpMove", "connect"]

@@ -25,6 +25,8 @@ class Store:
     """
 
     dialect = ""
+    #: the page size that means "every row" in the operator statements
+    all_rows: Any = None
 
     def __init__(self, url: str):
         self.url = url
@@ -153,6 +155,26 @@ class Store:
         """The operation's audit trail, oldest first."""
         _, rows = self._own("history", params.history(job, key))
         return [AuditEvent.from_row(r) for r in rows]
+
+    # -- reading records, as the CLI's held and stuck list them -------------------
+    def held(self, job: Optional[str] = None) -> List[Record]:
+        """Operations held for a person (``onceonly held``), oldest claim first;
+        ``job``: one job type only."""
+        _, rows = self._own("operator_held", params.page(self.clock_offset_ms, job, self.all_rows, 0))
+        return [Record.from_row(r) for r in rows]
+
+    def stuck(self, job: Optional[str] = None, older_than: Any = None) -> List[Record]:
+        """Claims past their lease that nobody settled (``onceonly stuck``),
+        oldest claim first; ``older_than`` (``"5m"``, seconds, a timedelta):
+        only those whose lease ran out at least that long ago, on the database's clock."""
+        _, rows = self._own("operator_stuck", params.page(self.clock_offset_ms, job, self.all_rows, 0))
+        records = [Record.from_row(r) for r in rows]
+        if older_than is None:
+            return records
+        from ..spec import to_ms
+
+        limit, now = to_ms(older_than, "older_than"), self.now()
+        return [r for r in records if r.lease_until is not None and now - r.lease_until >= limit]
 
     def now(self) -> int:
         """The database's clock (plus the offset), ms since the epoch."""

@@ -65,6 +65,11 @@ def audit(offset: int, job: str, key: str, event: str, actor: str, token: int,
             attempt, retry_after_ms)
 
 
+def page(offset: int, job: Optional[str], limit, skip: int) -> Tuple:
+    """operator_held / operator_stuck: one job type or all (None), page size, rows skipped."""
+    return (offset, job, limit, skip)
+
+
 def history(job: str, key: str) -> Tuple:
     return (job, key)
 

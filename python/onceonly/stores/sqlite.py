@@ -18,7 +18,7 @@ import time
 from typing import Sequence, Tuple
 
 from ..canonical import Payload
-from ..errors import DatabaseError, InvalidInput, Unreachable
+from ..errors import DatabaseError, InvalidInput, Unreachable, redact
 from ..record import Claim
 from .. import sqlfiles
 from . import params
@@ -65,10 +65,10 @@ def prepare(conn: sqlite3.Connection) -> None:
 def path_of(url: str) -> str:
     """``sqlite://PATH`` (relative) or ``sqlite:///ABS/PATH`` as a file path."""
     if not url.startswith("sqlite://"):
-        raise InvalidInput(f"{url!r} is not a SQLite URL (sqlite://PATH or sqlite:///ABS/PATH)")
+        raise InvalidInput(f"{redact(url)!r} is not a SQLite URL (sqlite://PATH or sqlite:///ABS/PATH)")
     path = url[len("sqlite://"):].split("?", 1)[0]
     if not path or ":memory:" in url or "mode=memory" in url:
-        raise InvalidInput(f"{url!r} names no file: onceonly needs a SQLite file that every worker opens")
+        raise InvalidInput(f"{redact(url)!r} names no file: onceonly needs a SQLite file that every worker opens")
     return path
 
 
@@ -92,10 +92,28 @@ def _split(script: str):
                 yield stmt
 
 
+def create_private(path: str) -> None:
+    """Creates an empty `path` with mode 0600 unless it exists.
+
+    SQLite would create it 0644 less the umask (any local user reads every
+    payload); it gives the -wal and -shm files it creates the database
+    file's mode. A file that exists keeps its mode: the operator chose it.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask took away
+    finally:
+        os.close(fd)
+
+
 class SqliteStore(Store):
     """Records in one SQLite file (WAL), the tables of crates/onceonly-sqlite."""
 
     dialect = "sqlite"
+    all_rows = -1
 
     def __init__(self, url: str):
         super().__init__(url)
@@ -104,13 +122,17 @@ class SqliteStore(Store):
     def _open(self) -> sqlite3.Connection:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
-            raise Unreachable(self.url, f"folder {folder} does not exist")
+            raise Unreachable(redact(self.url), f"folder {folder} does not exist")
+        try:
+            create_private(self.path)
+        except OSError as e:
+            raise Unreachable(redact(self.url), f"cannot create {self.path}: {e}") from e
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as e:
-            raise Unreachable(self.url, str(e)) from e
+            raise Unreachable(redact(self.url), str(e)) from e
         prepare(conn)
         return conn
 
@@ -121,7 +143,7 @@ class SqliteStore(Store):
             rows = _rows(cur)
             return cur.rowcount, rows
         except sqlite3.Error as e:
-            raise DatabaseError(f"{name}.sql on {self.url}: {e}") from e
+            raise DatabaseError(f"{name}.sql on {redact(self.url)}: {e}") from e
 
     def _flag(self, value: bool) -> int:
         return int(value)
@@ -164,4 +186,4 @@ class SqliteStore(Store):
                 conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
-            raise DatabaseError(f"migrating {self.url}: {e}") from e
+            raise DatabaseError(f"migrating {redact(self.url)}: {e}") from e

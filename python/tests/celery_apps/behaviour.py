@@ -55,3 +55,12 @@ def flaky(ctx, order_id):
         raise onceonly.NotSent(f"destination down (claim {ctx.attempt})")
     effect_made(f"flaky {order_id}")
     return "sent"
+
+
+@guarded_task(app, db=DB, job="stubborn", key="order_id", effect="keyed", lease="2s", timeout="1s", max_retries=2)
+def stubborn(ctx, order_id):
+    """Not sent on every call of its first two claims, sent on the third."""
+    effect_made(f"stubborn {order_id} claim {ctx.attempt}")
+    if ctx.attempt < 3:
+        raise onceonly.NotSent(f"destination down (claim {ctx.attempt})")
+    return "sent"

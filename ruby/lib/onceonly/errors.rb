@@ -40,6 +40,16 @@ module Onceonly
   # The database could not be reached or refused a statement.
   class DatabaseError < Error; end
 
+  # The tables do not exist yet (no migrate was run on this database): a
+  # DatabaseError whose message names the command that creates them.
+  class NotMigrated < DatabaseError
+    # `where`: the database, printable (password redacted).
+    def self.for(where, cause)
+      new("the onceonly tables do not exist in #{where} (#{cause}): create them before the first push " \
+          "with `onceonly --db URL migrate` or `Onceonly.migrate(url)`")
+    end
+  end
+
   # Raised at a fault point by a fault hook (tests and the replay harness).
   class InjectedCrash < Error
     attr_reader :point

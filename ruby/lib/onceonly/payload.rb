@@ -30,10 +30,50 @@ module Onceonly
     # From JSON text, naming the problem when it is not JSON.
     def self.parse(text)
       raise InvalidInput, "payload must be JSON text, got #{text.class}" unless text.is_a?(String)
-      value = JSON.parse(negative_zero_as_float(text), allow_nan: false, max_nesting: false)
+      value = JSON.parse(negative_zero_as_float(text), allow_nan: false, max_nesting: false,
+                                                       object_class: CheckedObject)
+      if (key, where = duplicate_in(value, "$"))
+        raise InvalidInput, "payload has the duplicate key #{key.to_json} in the object at #{where}; " \
+                            "each key may appear once"
+      end
       from_value(value)
     rescue JSON::ParserError => e
       raise InvalidInput, "payload is not valid JSON: #{e.message}"
+    end
+
+    # A Hash that, while JSON.parse fills it, notes the first key named twice
+    # (in it or in an object below it) instead of keeping the last value: every
+    # client refuses such a payload (protocol/corpus/payloads.json, refused).
+    class CheckedObject < Hash
+      # [key, path of its object below this one], or nil.
+      attr_reader :duplicate
+
+      def []=(key, value)
+        return if @duplicate
+
+        # A repeated key before anything inside its value, as the Rust core finds it.
+        if key?(key)
+          @duplicate = [key, ""]
+        elsif (found = Payload.duplicate_in(value, ".#{key}"))
+          @duplicate = found
+        else
+          super
+        end
+      end
+    end
+
+    # The first duplicate key in a parsed value, with its object's path.
+    def self.duplicate_in(value, where)
+      case value
+      when CheckedObject
+        value.duplicate && [value.duplicate[0], where + value.duplicate[1]]
+      when Array
+        value.each_with_index do |item, i|
+          found = duplicate_in(item, "#{where}[#{i}]")
+          return found if found
+        end
+        nil
+      end
     end
 
     # From a Ruby value made of Hash, Array, String, Symbol (as a string),

@@ -40,14 +40,21 @@ module Onceonly
       attr_accessor :on_outcome
 
       # The store every guarded job uses unless it names its own (default:
-      # Onceonly.connect(ENV["ONCEONLY_DB"]) on first use).
+      # Onceonly.connect(ENV["ONCEONLY_DB"], pool: Sidekiq's concurrency) on
+      # first use: a connection per job thread, so no thread waits for one).
       def store
         @store ||= begin
           url = ENV["ONCEONLY_DB"]
           raise InvalidInput, "no onceonly store: set Onceonly::Sidekiq.store = Onceonly.connect(URL) or ONCEONLY_DB" unless url
 
-          Onceonly.connect(url)
+          Onceonly.connect(url, pool: pool_size)
         end
+      end
+
+      # One store connection per Sidekiq job thread (its -c, default 10 in Sidekiq 6; 5 in Sidekiq 7).
+      def pool_size
+        concurrency = ::Sidekiq.respond_to?(:default_configuration) ? ::Sidekiq.default_configuration[:concurrency] : ::Sidekiq.options[:concurrency]
+        [Integer(concurrency || 5), 1].max
       end
 
       # Guarded job classes by job type.
@@ -77,16 +84,12 @@ module Onceonly
       # their claims to the stale-claim policy. Raises TimingError naming every
       # broken rule. Run before the process consumes (a :startup hook).
       def check_timing!(shutdown_timeout: ::Sidekiq.options[:timeout])
+        shutdown_ms = shutdown_timeout && (shutdown_timeout * 1000).round
         broken = registry.values.flat_map do |klass|
           spec = klass.onceonly_config.spec
-          rules = spec.broken_timing_rules
-          if shutdown_timeout && shutdown_timeout * 1000 <= spec.timeout_ms
-            rules += ["Sidekiq's shutdown timeout (#{Duration.format(shutdown_timeout * 1000)}) must be longer than " \
-                      "the job timeout (#{Duration.format(spec.timeout_ms)})"]
-          end
-          rules.map { |r| "job #{spec.job_type} (#{klass.name}): #{r}" }
+          Timing.lines(spec.job_type, spec.broken_timing_rules(shutdown_timeout_ms: shutdown_ms))
         end
-        raise TimingError, broken.join("; ") unless broken.empty?
+        raise TimingError, "timing rule broken: #{broken.join('; ')}" unless broken.empty?
 
         true
       end
@@ -113,3 +116,6 @@ end
 require "onceonly/sidekiq/guarded_job"
 require "onceonly/sidekiq/client_middleware"
 require "onceonly/sidekiq/redrive"
+require "onceonly/sidekiq/redis_deprecations"
+
+Onceonly::Sidekiq::RedisDeprecations.install!

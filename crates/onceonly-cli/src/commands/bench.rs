@@ -20,6 +20,7 @@ pub struct Args {
     #[arg(
         long,
         env = "ONCEONLY_BENCH_PG",
+        hide_env_values = true,
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pg: String,
@@ -73,6 +74,9 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
     let pg_url = match DbKind::of(db)? {
         DbKind::Postgres => db.to_owned(),
         DbKind::Sqlite => args.pg.clone(),
+        DbKind::MySql => {
+            anyhow::bail!("bench does not measure MySQL yet (issue #23, a later phase)")
+        }
     };
     let config = Config {
         ops: args.ops,

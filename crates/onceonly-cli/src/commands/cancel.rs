@@ -43,6 +43,10 @@ pub struct Args {
     /// Repeatable.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// The longest answer body read from the destination, in bytes
+    /// [default: the settings file's max_answer_bytes, else 65536].
+    #[arg(long, value_name = "BYTES")]
+    max_answer_bytes: Option<usize>,
     /// How long to wait for a worker holding the claim to stop or withdraw.
     #[arg(long, default_value = "30s", value_parser = onceonly::parse_duration)]
     wait: Duration,
@@ -65,6 +69,7 @@ impl Args {
             ca_cert: self.ca_cert.as_ref(),
             idempotency_header: None,
             headers: &self.headers,
+            max_answer_bytes: self.max_answer_bytes,
         };
         let http = destination::build(
             &self.job,
@@ -146,6 +151,8 @@ async fn cancel_and_wait<S: Store>(
             format!("{name} is held: nobody knows whether the item exists; a person must resolve it first"),
         ),
     };
+    // The reference and the reason come from the destination.
+    let sentence = onceonly::escape_controls(&sentence);
     if code == 0 {
         println!("{sentence}");
         Ok(ExitCode::SUCCESS)

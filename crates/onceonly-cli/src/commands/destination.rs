@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use onceonly::EffectKind;
-use onceonly_http::{ClientOptions, HttpDestination, Shape, ShapeSpec};
+use onceonly_http::{check_destination, ClientOptions, HttpDestination, Shape, ShapeSpec};
 
 use super::config::JobSettings;
 
@@ -20,6 +20,8 @@ pub struct Flags<'a> {
     pub idempotency_header: Option<&'a str>,
     /// `--header "NAME: VALUE"`, repeated.
     pub headers: &'a [String],
+    /// `--max-answer-bytes N`.
+    pub max_answer_bytes: Option<usize>,
 }
 
 /// The destination at `base` for `job`: the settings file's shape (or the
@@ -48,13 +50,13 @@ pub fn build(
         spec.headers
             .insert(name.trim().to_owned(), value.trim().to_owned());
     }
+    if let Some(n) = flags.max_answer_bytes {
+        spec.max_answer_bytes = Some(n);
+    }
     let shape = Shape::resolve(&spec, |name| std::env::var(name).ok())
         .map_err(|e| anyhow::anyhow!("job {job}: destination: {e}"))?;
-    if let Some(kind) = effect {
-        shape
-            .check_effect(kind)
-            .map_err(|e| anyhow::anyhow!("job {job}: {e}"))?;
-    }
+    // The rules `check` applies too, so a file it passes is one run starts with.
+    check_destination(base, &shape, effect).map_err(|e| anyhow::anyhow!("job {job}: {e}"))?;
     let ca_cert = flags
         .ca_cert
         .cloned()

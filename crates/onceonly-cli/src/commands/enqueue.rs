@@ -91,6 +91,7 @@ struct Line {
 fn parse_line(text: &str) -> Result<(String, Payload), String> {
     let line: Line = serde_json::from_str(text)
         .map_err(|e| format!("not a {{\"key\": ..., \"payload\": ...}} JSON object: {e}"))?;
+    onceonly::json_keys::refuse_duplicate_keys(text).map_err(|e| e.to_string())?;
     validate_op_key(&line.key).map_err(|e| e.to_string())?;
     let payload = line
         .payload

@@ -8,6 +8,7 @@ use onceonly::operator::{list, short_duration as short, started};
 use onceonly::{DbTime, Record, State};
 use serde::Serialize;
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly held` and `onceonly stuck`.
@@ -161,7 +162,8 @@ fn print_table(which: Which, lines: &[Line<'_>]) {
                 line.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", line.trim_end());
+        // Keys, owners, references and errors come from outside.
+        println!("{}", onceonly::escape_controls(line.trim_end()));
     };
     print(&head);
     for row in &rows {

@@ -5,19 +5,24 @@
 
 use std::process::ExitCode;
 
-use onceonly::{AuditEvent, Error, Record, State, Store};
+use onceonly::{escape_controls, AuditEvent, Error, Record, State, Store};
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly history`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Job type.
-    #[arg(long)]
-    job: String,
+    #[arg(long, required_unless_present = "purges")]
+    job: Option<String>,
     /// Operation key.
+    #[arg(long, required_unless_present = "purges", conflicts_with = "purges")]
+    key: Option<String>,
+    /// Instead of an operation's trail, the purges forced inside the
+    /// redelivery horizon (`purge --force`) of --job, or of every job type.
     #[arg(long)]
-    key: String,
+    purges: bool,
     /// JSON lines: first the record (`"kind": "record"`), then one object per
     /// event (`"kind": "event"`).
     #[arg(long)]
@@ -32,7 +37,22 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn show<S: Store>(store: &S, args: &Args) -> anyhow::Result<ExitCode> {
-    let snap = match onceonly::ops::get(store, &args.job, &args.key).await {
+    let job = args.job.as_deref().unwrap_or("*");
+    let Some(key) = args.key.as_deref() else {
+        // A forced purge's entry: under the job type and the empty key.
+        let events = store.op_history(job, "").await?;
+        if args.json {
+            for e in &events {
+                let mut event = serde_json::to_value(e)?;
+                event["kind"] = "event".into();
+                println!("{event}");
+            }
+        } else {
+            print_events(&events);
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let snap = match onceonly::ops::get(store, job, key).await {
         Ok(snap) => snap,
         Err(e @ Error::NotFound { .. }) => {
             eprintln!("{e}: no record, so no history (purged, or never enqueued or claimed)");
@@ -40,7 +60,7 @@ async fn show<S: Store>(store: &S, args: &Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let events = store.op_history(&args.job, &args.key).await?;
+    let events = store.op_history(job, key).await?;
     if args.json {
         let mut record = serde_json::to_value(&snap.record)?;
         record["kind"] = "record".into();
@@ -58,7 +78,7 @@ async fn show<S: Store>(store: &S, args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_record(r: &Record) {
-    println!(
+    let line = format!(
         "{}:{} is {} (token {}, attempts {}, owner {}, updated {}){}",
         r.job_type,
         r.op_key,
@@ -72,6 +92,9 @@ fn print_record(r: &Record) {
             .map(|e| format!(": {e}"))
             .unwrap_or_default()
     );
+    // The key, the owner and the error come from outside: control
+    // characters escaped.
+    println!("{}", escape_controls(&line));
 }
 
 fn state(s: Option<State>) -> &'static str {
@@ -90,7 +113,7 @@ fn print_events(events: &[AuditEvent]) {
         "at", "event", "actor", "token", "from -> to"
     );
     for e in events {
-        println!(
+        let line = format!(
             "{:<24} {:<16} {:<24} {:>5}  {:<22} {}",
             e.at.to_string(),
             e.event.as_str(),
@@ -99,6 +122,7 @@ fn print_events(events: &[AuditEvent]) {
             format!("{} -> {}", state(e.from_state), state(e.to_state)),
             e.described()
         );
+        println!("{}", escape_controls(&line));
     }
     println!("{} events", events.len());
 }

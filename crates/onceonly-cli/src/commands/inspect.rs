@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use onceonly::store::OpList;
-use onceonly::{Record, State, Store};
+use onceonly::{escape_controls, Record, State, Store};
 
+use crate::output::println;
 use crate::store::{open_existing, with_store};
 
 /// Arguments of `onceonly inspect`.
@@ -51,16 +52,18 @@ fn print_table(records: &[Record]) {
         "job", "key", "state", "token", "attempts", "external_ref", "updated_at"
     );
     for r in records {
+        // Values from outside (the destination's reference, its error) are
+        // shown with their control characters escaped.
         println!(
             "{:<16} {:<24} {:<10} {:>5} {:>8}  {:<18} {:<24} {}",
             r.job_type,
-            r.op_key,
+            escape_controls(&r.op_key),
             r.state.as_str(),
             r.token,
             r.attempts,
-            r.external_ref.as_deref().unwrap_or("-"),
+            escape_controls(r.external_ref.as_deref().unwrap_or("-")),
             r.updated_at.to_string(),
-            r.error.as_deref().unwrap_or("")
+            escape_controls(r.error.as_deref().unwrap_or(""))
         );
     }
     println!("{} records", records.len());

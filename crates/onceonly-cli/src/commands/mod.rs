@@ -17,6 +17,7 @@ pub mod migrate;
 #[cfg(not(all(feature = "bench", feature = "console")))]
 pub mod not_built;
 pub mod purge;
+pub mod purge_horizon;
 pub mod repeats;
 pub mod replay;
 pub mod replay_queue;

@@ -79,10 +79,11 @@ async fn decide<S: Store>(
                 .as_deref()
                 .map(|x| format!(", reference {x}"))
                 .unwrap_or_default();
-            println!(
+            let line = format!(
                 "{name} resolved as {} (token {}{reference})",
                 r.state, r.token
             );
+            println!("{}", onceonly::escape_controls(&line));
             Ok(ExitCode::SUCCESS)
         }
         Err(Error::Moved {
@@ -104,11 +105,14 @@ async fn decide<S: Store>(
                      nothing was changed. Look again (onceonly held) and decide on what it is now"
                 )
             };
-            eprintln!("{sentence}");
+            eprintln!("{}", onceonly::escape_controls(&sentence));
             Ok(ExitCode::from(1))
         }
         Err(e @ Error::NotFound { .. }) => {
-            eprintln!("{e}; nothing was changed");
+            eprintln!(
+                "{}; nothing was changed",
+                onceonly::escape_controls(&e.to_string())
+            );
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e.into()),

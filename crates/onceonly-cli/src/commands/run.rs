@@ -70,6 +70,11 @@ pub struct JobArgs {
     /// Repeatable.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// The longest answer body read from the destination, in bytes; a
+    /// longer one is cut (a done answer whose id is in it is then unknown)
+    /// [default: the settings file's max_answer_bytes, else 65536].
+    #[arg(long, value_name = "BYTES")]
+    max_answer_bytes: Option<usize>,
     /// keyed (the destination dedups on Idempotency-Key), lookup (it can be
     /// searched by key) or opaque (neither). Required unless the settings
     /// file gives it.
@@ -154,6 +159,7 @@ impl JobArgs {
             ca_cert: self.ca_cert.as_ref(),
             idempotency_header: self.idempotency_header.as_deref(),
             headers: &self.headers,
+            max_answer_bytes: self.max_answer_bytes,
         };
         let http = destination::build(
             &self.job,
@@ -186,7 +192,7 @@ impl JobArgs {
 }
 
 /// Relays until stopped; exits 0 after a clean stop or a drain.
-pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(db_url: &str, args: Args) -> anyhow::Result<ExitCode> {
     let (spec, destination, retention) = args.job.spec()?;
     let metrics = match args.metrics {
         Some(addr) => Some(
@@ -196,7 +202,9 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let store = open_migrated(db).await?;
+    let store = open_migrated(db_url)
+        .await
+        .map_err(|e| refused_for_good(db_url, e.into()))?;
     let config = RelayConfig {
         workers: args.workers.max(1),
         batch: args.batch.max(1),
@@ -204,6 +212,20 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
         ..RelayConfig::default()
     };
     with_store!(store, s => relay(s, spec, &destination, config, retention, metrics).await)
+        .map_err(|e| refused_for_good(db_url, e))
+}
+
+/// A database that refuses for good (read-only, permission denied, a
+/// missing table) named, with what to do; other errors as they are.
+fn refused_for_good(db_url: &str, e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<onceonly::Error>() {
+        Some(db) if db.is_permanent_db_error() => anyhow::anyhow!(
+            "run stopped: the database {} {db}; retrying cannot mend that: \
+             make it writable by this process (or migrate it), then run again",
+            onceonly::db_url::redact(db_url)
+        ),
+        _ => e,
+    }
 }
 
 async fn relay<S: Store>(

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::future::join_all;
-use onceonly::store::OpClaimBatch;
+use onceonly::store::{ClaimRow, OpClaim, OpClaimBatch};
 use onceonly::{EffectKind, Guard, Outcome, Payload, StalePolicy, State, Store};
 use serde_json::json;
 use tokio::sync::Barrier;
@@ -193,6 +193,39 @@ pub async fn similar_operations_are_two_effects<F: StoreFactory>(factory: &F) {
     let records = all_records(&store).await;
     assert_eq!(records.len(), 3, "three records");
     assert!(records.iter().all(|r| r.state == State::Completed));
+}
+
+/// Keys compare byte for byte: `k`, `K` and `k ` are three operations, each
+/// claimed once (MySQL's default collations would fold case and ignore the
+/// trailing space, making them one). At the store: [`Guard`] refuses a key
+/// with a trailing space, but a store must not merge it with another.
+pub async fn keys_differing_by_case_or_trailing_space_are_three_operations<F: StoreFactory>(
+    factory: &F,
+) {
+    let store = factory.fresh().await;
+    let keys = ["k", "K", "k "];
+    for round in 0..2 {
+        for op_key in keys {
+            let p = OpClaim {
+                job_type: "send",
+                op_key,
+                fingerprint: "f",
+                payload: None,
+                owner: "w1",
+                lease: LEASE,
+            };
+            match (round, store.op_claim(&p).await.unwrap()) {
+                (0, ClaimRow::Claimed(c)) => assert_eq!(c.token, 1, "{op_key:?}"),
+                (1, ClaimRow::Existing(snap)) => assert_eq!(snap.record.op_key, op_key),
+                (_, other) => panic!("round {round}, {op_key:?}: {other:?}"),
+            }
+        }
+    }
+    for op_key in keys {
+        assert_eq!(record(&store, "send", op_key).await.op_key, op_key);
+    }
+    let records = all_records(&store).await;
+    assert_eq!(records.len(), 3, "three records: {records:?}");
 }
 
 /// Two relays claim a batch of queued operations at once: each operation is

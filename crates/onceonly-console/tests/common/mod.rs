@@ -9,7 +9,7 @@ use std::time::Duration;
 use onceonly::operator::OperatorStore;
 use onceonly::store::{ClaimRow, OpAudit, OpClaim, OpTakeOver};
 use onceonly::{AuditKind, Payload, State, Store};
-use onceonly_console::{router, Options};
+use onceonly_console::Options;
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
 
@@ -53,12 +53,16 @@ pub async fn postgres(test: &str) -> Option<(String, PgStore)> {
     }
 }
 
-/// Serves the console on a free loopback port; its base URL.
+/// Serves the console (`onceonly_console::serve`, the server the binary
+/// runs) on a free loopback port; its base URL.
 pub async fn serve<S: OperatorStore + Clone>(store: S, options: Options) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = router(store, options);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    tokio::spawn(async move {
+        onceonly_console::serve(store, options, listener)
+            .await
+            .unwrap()
+    });
     format!("http://{addr}")
 }
 

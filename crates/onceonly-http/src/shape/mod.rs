@@ -17,6 +17,7 @@ use onceonly::{EffectOutcome, LookupOutcome, WithdrawOutcome};
 use reqwest::header::{HeaderMap, HeaderName};
 use reqwest::{Method, StatusCode};
 
+use crate::answer::Answer;
 use crate::template::{Template, Var};
 pub use reference::Reference;
 pub use secrets::{Secrets, Signing};
@@ -90,6 +91,11 @@ pub struct Shape {
     pub secrets: Secrets,
     /// A credential may go over plain http:// to any host.
     pub allow_insecure_credentials: bool,
+    /// The longest answer body read; a longer one is cut (crate::answer).
+    pub max_answer_bytes: usize,
+    /// Origins besides the destination's own that a URL built from an
+    /// answer (`{ref}`) may point at, such as `https://files.example.com`.
+    pub allowed_origins: Vec<url::Origin>,
 }
 
 const DEFAULT_SEND_URL: &str = "{base}/items";
@@ -129,6 +135,36 @@ fn url_template(text: &str, field: &str) -> Result<Template, String> {
         ));
     }
     Ok(t)
+}
+
+fn max_answer_bytes(given: Option<usize>) -> Result<usize, String> {
+    match given {
+        None => Ok(crate::answer::DEFAULT_MAX_ANSWER_BYTES),
+        Some(0) => Err(
+            "max_answer_bytes: 0 would cut every answer; give a size in bytes such as 65536".into(),
+        ),
+        Some(n) => Ok(n),
+    }
+}
+
+fn allowed_origins(given: &[String]) -> Result<Vec<url::Origin>, String> {
+    given
+        .iter()
+        .map(|text| {
+            let url = url::Url::parse(text)
+                .map_err(|e| format!("allowed_origins: {text:?} is not a URL: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https")
+                || url.path() != "/"
+                || url.query().is_some()
+            {
+                return Err(format!(
+                    "allowed_origins: {text:?} is not an origin: give scheme, host and port only, \
+                     such as \"https://files.example.com\""
+                ));
+            }
+            Ok(url.origin())
+        })
+        .collect()
 }
 
 fn headers(
@@ -231,6 +267,8 @@ impl Shape {
             signing: None,
             secrets: Secrets::default(),
             allow_insecure_credentials: spec.allow_insecure_credentials,
+            max_answer_bytes: max_answer_bytes(spec.max_answer_bytes)?,
+            allowed_origins: allowed_origins(&spec.allowed_origins)?,
         };
         let mut names: Vec<String> = shape.env_names();
         if let Some(sign) = &spec.sign {
@@ -363,9 +401,12 @@ impl Shape {
         let code = status.as_u16();
         match self.class_of(code) {
             Class::Done => match self.reference.find(headers, body, url) {
-                Some(r) => EffectOutcome::Done {
-                    external_ref: Some(r.clone()),
-                    result: serde_json::json!({ "id": r }),
+                Some(r) => match onceonly::answer::check_reference(&r) {
+                    Ok(()) => EffectOutcome::Done {
+                        external_ref: Some(r.clone()),
+                        result: serde_json::json!({ "id": r }),
+                    },
+                    Err(e) => EffectOutcome::Failed(format!("destination answered {code}: {e}")),
                 },
                 None if self.reference == Reference::None => EffectOutcome::Done {
                     external_ref: None,
@@ -391,6 +432,61 @@ impl Shape {
             Class::Permanent => EffectOutcome::Failed(format!(
                 "destination answered {code}, which the protocol does not allow"
             )),
+        }
+    }
+
+    /// What a send's answer means when it was read up to
+    /// `max_answer_bytes` (crate::answer): a done status whose reference is
+    /// in a body that was cut is unknown (it may be done, but its reference
+    /// cannot be read); every other class keeps its meaning, its message
+    /// naming the limit.
+    pub fn classify_send_answer(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        answer: &Answer,
+        url: Option<&reqwest::Url>,
+    ) -> EffectOutcome {
+        let code = status.as_u16();
+        if let Some(limit) = answer.cut_at {
+            if self.class_of(code) == Class::Done && self.reference.in_body() {
+                return EffectOutcome::Unknown(format!(
+                    "destination answered {code} with an answer longer than max_answer_bytes = \
+                     {limit}: the reference in it cannot be read, so whether it is done is unknown"
+                ));
+            }
+        }
+        let note = answer.cut_note();
+        match self.classify_send(status, headers, &answer.body, url) {
+            EffectOutcome::NotSent(why) => EffectOutcome::NotSent(why + &note),
+            EffectOutcome::Unknown(why) => EffectOutcome::Unknown(why + &note),
+            EffectOutcome::Failed(why) => EffectOutcome::Failed(why + &note),
+            done => done,
+        }
+    }
+
+    /// What a lookup's answer read up to `max_answer_bytes` means: a found
+    /// status whose reference is in a cut body cannot answer (try later).
+    pub fn classify_lookup_answer(
+        &self,
+        lookup: &LookupShape,
+        status: StatusCode,
+        headers: &HeaderMap,
+        answer: &Answer,
+        url: Option<&reqwest::Url>,
+    ) -> LookupOutcome {
+        let code = status.as_u16();
+        if let Some(limit) = answer.cut_at {
+            if lookup.found.contains(code) && lookup.reference.in_body() {
+                return LookupOutcome::Unavailable(format!(
+                    "lookup answered {code} with an answer longer than max_answer_bytes = {limit}: \
+                     the reference in it cannot be read"
+                ));
+            }
+        }
+        match self.classify_lookup(lookup, status, headers, &answer.body, url) {
+            LookupOutcome::Unavailable(why) => LookupOutcome::Unavailable(why + &answer.cut_note()),
+            other => other,
         }
     }
 
@@ -424,9 +520,12 @@ impl Shape {
         let code = status.as_u16();
         if lookup.found.contains(code) {
             return match lookup.reference.find(headers, body, url) {
-                Some(r) => LookupOutcome::Found {
-                    external_ref: Some(r.clone()),
-                    result: serde_json::json!({ "id": r }),
+                Some(r) => match onceonly::answer::check_reference(&r) {
+                    Ok(()) => LookupOutcome::Found {
+                        external_ref: Some(r.clone()),
+                        result: serde_json::json!({ "id": r }),
+                    },
+                    Err(e) => LookupOutcome::Unavailable(format!("lookup answered {code}: {e}")),
                 },
                 None if lookup.empty_means_not_found => LookupOutcome::NotFound,
                 None => LookupOutcome::Unavailable(format!(
@@ -483,9 +582,11 @@ fn collect_body_env(value: &serde_json::Value, names: &mut Vec<String>) {
     }
 }
 
-/// The first 200 characters of an answer, for a message.
+/// The first 200 characters of an answer, for a message, control
+/// characters escaped.
 pub fn snippet(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
+    let lossy = String::from_utf8_lossy(body);
+    let text = onceonly::escape_controls(&lossy);
     let mut s: String = text.chars().take(200).collect();
     if text.chars().count() > 200 {
         s.push('…');

@@ -62,6 +62,11 @@ impl Reference {
         }
     }
 
+    /// The reference is read from the body (a cut body cannot give it).
+    pub(super) fn in_body(&self) -> bool {
+        matches!(self, Self::JsonPointer(_))
+    }
+
     /// How a missing reference is named in an error.
     pub(super) fn describe(&self) -> String {
         match self {

@@ -50,6 +50,13 @@ pub struct ShapeSpec {
     /// Allow a credential over plain http:// to a host other than loopback.
     #[serde(default)]
     pub allow_insecure_credentials: bool,
+    /// The longest answer body read, in bytes [default: 65536]; a longer
+    /// one is cut (a done answer whose reference is in it is then unknown).
+    pub max_answer_bytes: Option<usize>,
+    /// Origins (`https://host:port`) besides the destination's own that a
+    /// lookup or withdraw URL built from an answer (`{ref}`) may point at.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
 }
 
 /// The lookup request and what "found" looks like.

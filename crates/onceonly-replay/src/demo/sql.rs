@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use sqlx::{PgConnection, Row, SqliteConnection};
+use sqlx::{MySqlConnection, PgConnection, Row, SqliteConnection};
 
 /// A connection the demo local effect can write its row on.
 pub trait DemoConn: Send {
@@ -100,3 +100,4 @@ macro_rules! demo_conn {
 
 demo_conn!(SqliteConnection, "sqlite");
 demo_conn!(PgConnection, "postgres");
+demo_conn!(MySqlConnection, "mysql");

@@ -81,7 +81,7 @@ pub fn sql_note(db: &str, r: &Request) -> anyhow::Result<(Plan, String)> {
         "-- the SQL run ({}), to run yourself:\n{script}",
         match backend {
             DbKind::Sqlite => "on a read-only connection",
-            DbKind::Postgres => "in a read-only transaction",
+            DbKind::Postgres | DbKind::MySql => "in a read-only transaction",
         }
     );
     Ok((plan, note))

@@ -54,7 +54,7 @@ pub fn table(name: &str, backend: DbKind) -> anyhow::Result<String> {
             "--table {name:?} is not a plain identifier{}",
             match backend {
                 DbKind::Postgres => " or schema.table",
-                DbKind::Sqlite => "",
+                DbKind::Sqlite | DbKind::MySql => "",
             }
         ),
     }
@@ -83,12 +83,15 @@ impl Plan {
     /// ordered by key and time: `repeat_key` as text, `repeat_at` as stored
     /// (SQLite) or as ISO text (PostgreSQL, which the session prints in UTC).
     pub fn new(backend: DbKind, table: &str, key: &str, at: &str) -> anyhow::Result<Self> {
+        if backend == DbKind::MySql {
+            anyhow::bail!("repeats does not read MySQL tables yet (issue #23, a later phase)");
+        }
         let t = self::table(table, backend)?;
         let k = column("--key", key)?;
         let a = column("--at", at)?;
         let (key_text, at_value) = match backend {
             DbKind::Sqlite => (format!("CAST({k} AS TEXT)"), a.clone()),
-            DbKind::Postgres => (format!("{k}::text"), format!("{a}::text")),
+            DbKind::Postgres | DbKind::MySql => (format!("{k}::text"), format!("{a}::text")),
         };
         let select = [
             format!("SELECT {key_text} AS repeat_key, {at_value} AS repeat_at"),
@@ -103,7 +106,7 @@ impl Plan {
         .join("\n");
         let statements = match backend {
             DbKind::Sqlite => vec![select],
-            DbKind::Postgres => vec![
+            DbKind::Postgres | DbKind::MySql => vec![
                 "BEGIN READ ONLY".to_owned(),
                 "SET LOCAL datestyle = 'ISO, YMD'".to_owned(),
                 "SET LOCAL timezone = 'UTC'".to_owned(),
@@ -147,7 +150,7 @@ impl Plan {
     pub async fn run(&self, url: &str) -> anyhow::Result<Vec<RawRow>> {
         match self.backend {
             DbKind::Sqlite => self.run_sqlite(url).await,
-            DbKind::Postgres => self.run_postgres(url).await,
+            DbKind::Postgres | DbKind::MySql => self.run_postgres(url).await,
         }
         .with_context(|| format!("reading repeats from {}", onceonly::db_url::redact(url)))
     }

@@ -30,7 +30,7 @@ impl<S: Store> Guard<S> {
         let attempts = self.attempts(ctx, claim, after_stale, effect);
         let bounded = tokio::time::timeout(self.spec.timeout, self.with_heartbeat(ctx, attempts));
         Ok(match bounded.await {
-            Ok(result) => result?,
+            Ok(result) => within_answer_rules(result?),
             Err(_) => EffectOutcome::Unknown(format!(
                 "timed out after {} (the job timeout: the whole attempt, every request in it); the effect was stopped",
                 humantime::format_duration(self.spec.timeout)
@@ -417,4 +417,25 @@ const LOOKUP_UNAVAILABLE: &str = "lookup unavailable";
 fn retry_backoff(attempt: i64) -> Duration {
     let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 7)).unwrap_or(7);
     (Duration::from_millis(500) * 2u32.pow(doublings)).min(Duration::from_secs(60))
+}
+
+/// A done effect whose reference or result breaks the answer rules
+/// (crate::answer) broke the protocol, as a 2xx without an id does: failed
+/// for good, with the rule named, and nothing of the answer stored.
+fn within_answer_rules(outcome: EffectOutcome) -> EffectOutcome {
+    let EffectOutcome::Done {
+        external_ref,
+        result,
+    } = &outcome
+    else {
+        return outcome;
+    };
+    let broken = external_ref
+        .as_deref()
+        .map_or(Ok(()), crate::answer::check_reference)
+        .and_then(|()| crate::answer::check_result(&result.to_string()));
+    match broken {
+        Ok(()) => outcome,
+        Err(e) => EffectOutcome::Failed(e.to_string()),
+    }
 }

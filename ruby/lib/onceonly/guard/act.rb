@@ -15,12 +15,12 @@ module Onceonly
     end
 
     # The effect under the claim, bounded by the job timeout: a timed-out
-    # effect is stopped (Timeout raises in it) and its outcome is unknown.
+    # effect is stopped (Deadline raises in it) and its outcome is unknown.
     # Returns [:done, external_ref, result], [:not_sent, why], [:unknown, why]
     # or [:failed, why].
     def perform(ctx, claim, after_stale, effect)
       fault(:after_claim, ctx)
-      Timeout.timeout(spec.timeout_ms / 1000.0) do
+      Deadline.within(spec.timeout_ms / 1000.0) do
         with_heartbeat(ctx) { attempts(ctx, claim, after_stale, effect) }
       end
     rescue Timeout::Error
@@ -153,6 +153,10 @@ module Onceonly
       case outcome
       in [:done, external_ref, result]
         result_text, unstored = storable(result)
+        # An answer that breaks the answer rules broke the protocol, as a 2xx
+        # without an id does: failed for good, nothing of it stored.
+        broken = Answer.broken(external_ref, result_text)
+        return record(ctx, [:failed, broken], effect) if broken
         Onceonly.logger.warn("onceonly: #{ctx.job_type}:#{ctx.op_key}: #{unstored}") if unstored
         if move(ctx, "complete", external_ref: external_ref, result: result_text, error: unstored)
           return Outcome::Done.new(result: unstored ? nil : result, external_ref: external_ref, repeat: false)

@@ -84,7 +84,7 @@ module Onceonly
     end
 
     def local_effect(conn, local_claim, effect)
-      Timeout.timeout(spec.timeout_ms / 1000.0) { effect.call(conn, local_claim.ctx) }
+      Deadline.within(spec.timeout_ms / 1000.0) { effect.call(conn, local_claim.ctx) }
     rescue Timeout::Error
       raise LocalEffectFailed, "local effect of #{spec.job_type}:#{local_claim.op_key} timed out after " \
                                "#{Duration.format(spec.timeout_ms)}; its transaction rolled back"

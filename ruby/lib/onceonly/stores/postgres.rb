@@ -19,7 +19,7 @@ module Onceonly
       @schema = self.class.validate_schema!(schema)
       @conninfo = url
       @statements = {}
-      @pool = ConnectionPool.new(size: pool, timeout: 60) { open_connection }
+      @pool = ConnectionPool.new(size: pool, timeout: 60) { pool_connection }
       @pool.with { |_| nil } # connect now, so a bad URL surfaces here
     end
 
@@ -62,6 +62,15 @@ module Onceonly
       raise DatabaseError, "cannot connect to #{redacted}: #{e.message.strip}"
     end
 
+    # A connection of the store's own pool: it prepares each statement the
+    # first time it runs it, and reuses it after (a user's connection runs
+    # them unprepared, so nothing is left on it).
+    def pool_connection
+      conn = open_connection
+      conn.instance_variable_set(:@onceonly_prepared, {})
+      conn
+    end
+
     # Creates or upgrades the tables in one transaction under the Rust
     # store's advisory lock and bookkeeping (<schema>.migrations). Returns how
     # many migrations it applied.
@@ -94,6 +103,11 @@ module Onceonly
       raise DatabaseError, "PostgreSQL transaction failed: #{e.message.strip}"
     end
 
+    # How many connections the store's own pool holds.
+    def pool_size
+      @pool.size
+    end
+
     def kind
       "postgres"
     end
@@ -106,6 +120,11 @@ module Onceonly
 
     def with_conn(conn, &block)
       conn ? block.call(conn) : @pool.with(&block)
+    rescue PG::UndefinedTable, PG::InvalidSchemaName => e
+      # Only our own relations mean "not migrated"; a user's missing table stays a DatabaseError.
+      raise NotMigrated.for("PostgreSQL #{redacted}", e.message.lines.first.strip) if e.message.match?(/"#{@schema}[."]/)
+
+      raise DatabaseError, "PostgreSQL #{redacted}: #{e.message.strip}"
     rescue PG::Error => e
       raise DatabaseError, "PostgreSQL #{redacted}: #{e.message.strip}"
     end
@@ -118,12 +137,17 @@ module Onceonly
       limit
     end
 
+    # Typed int8: operator_held.sql does not use $1, so PostgreSQL cannot infer it.
+    def clock_param(ms)
+      { value: ms.to_s, type: 20 }
+    end
+
     def statement(name)
       @statements[name] ||= self.class.in_schema(SQL.query("postgres", name.to_s), @schema).freeze
     end
 
     def driver_rows(conn, sql, params)
-      result = conn.exec_params(sql, params)
+      result = run_statement(conn, sql, params)
       result.map do |row|
         row["cancel_requested"] = row["cancel_requested"] == "t" if row.key?("cancel_requested")
         row
@@ -131,7 +155,17 @@ module Onceonly
     end
 
     def driver_exec(conn, sql, params)
-      conn.exec_params(sql, params).cmd_tuples
+      run_statement(conn, sql, params).cmd_tuples
+    end
+
+    # Prepared once per pool connection (parse and plan once, not per job);
+    # the statement's text names it, so each schema's copy is its own.
+    def run_statement(conn, sql, params)
+      prepared = conn.instance_variable_get(:@onceonly_prepared)
+      return conn.exec_params(sql, params) unless prepared
+
+      name = prepared[sql] ||= "onceonly_#{prepared.size}".tap { |n| conn.prepare(n, sql) }
+      conn.exec_prepared(name, params)
     end
   end
 end

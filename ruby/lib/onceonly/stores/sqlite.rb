@@ -39,15 +39,28 @@ module Onceonly
     def self.path_of(url)
       rest = url.sub(/\Asqlite:(\/\/)?/, "").sub(/\?.*\z/, "")
       if rest.empty? || rest.include?(":memory:") || url.include?("mode=memory")
-        raise InvalidInput, "#{url.inspect} is not a SQLite file: onceonly needs a file " \
+        raise InvalidInput, "#{Onceonly.redact(url).inspect} is not a SQLite file: onceonly needs a file " \
                             "that every worker process opens (sqlite://PATH or sqlite:///ABS/PATH)"
       end
       rest
     end
 
+    # Creates an empty file at `path` with mode 0600 unless it exists. SQLite
+    # would create it 0644 less the umask (any local user reads every
+    # payload); it gives the -wal and -shm files it creates the database
+    # file's mode. A file that exists keeps its mode: the operator chose it.
+    def self.create_private(path)
+      File.open(path, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.chmod(0o600) }
+    rescue Errno::EEXIST
+      nil
+    rescue SystemCallError => e
+      raise DatabaseError, "cannot create SQLite database #{path}: #{e.message}"
+    end
+
     # A new connection to the same file, configured as the store's own: for the
     # user's local effects when they have no connection of their own yet.
     def open_connection
+      self.class.create_private(@path)
       db = SQLite3::Database.new(@path)
       # Waits in Ruby (sleep releases the GVL), so other threads run meanwhile.
       db.busy_handler do |count|
@@ -101,6 +114,11 @@ module Onceonly
       raise DatabaseError, "SQLite transaction on #{@path} failed: #{e.message}"
     end
 
+    # How many connections the store's own pool holds.
+    def pool_size
+      @pool.size
+    end
+
     def kind
       "sqlite"
     end
@@ -110,6 +128,8 @@ module Onceonly
     def with_conn(conn, &block)
       conn ? block.call(conn) : @pool.with(&block)
     rescue SQLite3::Exception => e
+      raise NotMigrated.for("SQLite #{@path}", e.message) if e.message.start_with?("no such table: onceonly_")
+
       raise DatabaseError, "SQLite #{@path}: #{e.message}"
     end
 

@@ -1,0 +1,1 @@
+DELETE FROM onceonly_replay_demo WHERE job_type = ?
