@@ -24,3 +24,9 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
     -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
   for _ in $(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null && break; sleep 1; done
 fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  for _ in $(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null && break; sleep 1; done
+fi
+# The tests' MariaDB database (ONCEONLY_TEST_MYSQL's default).
+mysql -h 127.0.0.1 -u root -e "CREATE DATABASE IF NOT EXISTS test"

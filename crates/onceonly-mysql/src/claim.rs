@@ -52,6 +52,12 @@ pub(crate) async fn claim(
     let Some(snap) = queries::get(conn, offset, p.job_type, p.op_key, in_tx).await? else {
         return Ok(Claimed::Existing(None));
     };
+    // Not claimable as read: no update, so no exclusive lock. In the user's
+    // transaction the duplicate key left a shared lock on the row; workers
+    // racing on one key would each ask to upgrade it and deadlock (1213).
+    if !claimable(&snap, p, now) {
+        return Ok(Claimed::Existing(Some(Box::new(snap))));
+    }
     let (token, attempts) = (snap.record.token, snap.record.attempts);
     match queries::claim_update(conn, now, p, token).await? {
         1 => Ok(Claimed::Ours(Claim {
@@ -60,7 +66,6 @@ pub(crate) async fn claim(
             claimed_at: DbTime(now),
             lease_until,
         })),
-        0 if !claimable(&snap, p, now) => Ok(Claimed::Existing(Some(Box::new(snap)))),
         // Claimable when read, gone by the update: someone else moved it.
         0 => Ok(Claimed::Existing(
             queries::get(conn, offset, p.job_type, p.op_key, in_tx)
@@ -74,8 +79,9 @@ pub(crate) async fn claim(
     }
 }
 
-/// Whether the row read could have been claimed at `now` (the update's own
-/// condition, repeated only to skip a second read when it could not).
+/// Whether the row read could have been claimed at `now`: the update's own
+/// condition, repeated only to skip an update that would match nothing (the
+/// update re-checks it and decides).
 fn claimable(snap: &Snapshot, p: &OpClaim<'_>, now: i64) -> bool {
     let r = &snap.record;
     r.state == onceonly::State::Queued

@@ -350,10 +350,10 @@ impl Store for MySqlStore {
     }
 
     async fn op_complete_batch(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
-        // Key order: two batches lock their rows in the same order.
+        // Key order: two batches lock their rows in the same order. A key
+        // given twice is tried twice; the second finds it completed (0).
         let mut items: Vec<_> = p.items.iter().collect();
         items.sort_by(|a, b| a.op_key.cmp(b.op_key));
-        items.dedup_by(|a, b| a.op_key == b.op_key);
         let offset = self.offset();
         let items = &items;
         retried("complete batch", &self.retries, || async move {

@@ -33,6 +33,22 @@ pub fn pg_url(test: &str) -> Option<String> {
     None
 }
 
+/// The MySQL (MariaDB) URL for tests (env `ONCEONLY_TEST_MYSQL`); `None`
+/// (skip) only when the server is unreachable and `ONCEONLY_SKIP_MYSQL=1`
+/// is set, a failure otherwise.
+pub fn mysql_url(test: &str) -> Option<String> {
+    let reachable = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:3306".parse().unwrap(),
+        std::time::Duration::from_secs(2),
+    )
+    .is_ok();
+    let db = &onceonly_sqlx::test_db::MYSQL;
+    if reachable || !db.skip_unreachable(test, "no answer on 127.0.0.1:3306") {
+        return Some(db.url());
+    }
+    None
+}
+
 /// A job type no other test uses, so tests share a PostgreSQL schema safely.
 pub fn unique_job(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), rand_suffix())
