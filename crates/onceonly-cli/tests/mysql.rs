@@ -96,6 +96,17 @@ async fn migrate_enqueue_run_inspect_on_mysql() {
     // The same database by its other scheme.
     let mariadb = db.replacen("mysql://", "mariadb://", 1);
     assert_eq!(inspect(&mariadb, &job).len(), 3);
-    ok(&db, &["purge", "--older-than", "0s", "--job", &job]);
+    // Records younger than the redelivery horizon stop repeats: purge refuses
+    // them unless forced.
+    let refused = oo(&db, &["purge", "--older-than", "0s", "--job", &job]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        !inspect(&db, &job).is_empty(),
+        "refused purge kept the records"
+    );
+    ok(
+        &db,
+        &["purge", "--older-than", "0s", "--job", &job, "--force"],
+    );
     assert!(inspect(&db, &job).is_empty(), "purged");
 }
