@@ -164,8 +164,15 @@ module Onceonly
       prepared = conn.instance_variable_get(:@onceonly_prepared)
       return conn.exec_params(sql, params) unless prepared
 
-      name = prepared[sql] ||= "onceonly_#{prepared.size}".tap { |n| conn.prepare(n, sql) }
+      name = prepared[sql] ||= "onceonly_#{prepared.size}".tap { |n| conn.prepare(n, sql, param_types(params)) }
       conn.exec_prepared(name, params)
+    end
+
+    # The types a statement is prepared with: those its caller gave (a $N the
+    # SQL never uses cannot be inferred: clock_param), the rest left to
+    # PostgreSQL (0).
+    def param_types(params)
+      params.map { |p| p.is_a?(Hash) ? p.fetch(:type, 0) : 0 }
     end
   end
 end
