@@ -87,20 +87,26 @@ module Onceonly
     def migrate
       @pool.with do |db|
         applied = 0
-        db.transaction(:immediate) do
-          db.execute(MIGRATIONS_TABLE)
-          SQL.migrations("sqlite").each do |m|
-            next if db.execute(MIGRATION_APPLIED, [m.version]).any?
-
-            db.execute_batch(m.sql)
-            db.execute(MIGRATION_RECORD, [m.version, m.name])
-            applied += 1
-          end
-        end
+        db.transaction(:immediate) { applied = migrate_in(db) }
         applied
       end
     rescue SQLite3::Exception => e
       raise DatabaseError, "migrating #{@path} failed: #{e.message}"
+    end
+
+    # As migrate, inside a transaction the caller holds on `db` (an
+    # ActiveRecord migration's).
+    def migrate_in(db)
+      db.execute(MIGRATIONS_TABLE)
+      SQL.migrations("sqlite").count do |m|
+        next false if db.execute(MIGRATION_APPLIED, [m.version]).any?
+
+        db.execute_batch(m.sql)
+        db.execute(MIGRATION_RECORD, [m.version, m.name])
+        raise DatabaseError, "recording migration #{m.version} inserted #{db.changes} rows" unless db.changes == 1
+
+        true
+      end
     end
 
     # Runs the block in a transaction on `conn` (the user's SQLite3::Database)
