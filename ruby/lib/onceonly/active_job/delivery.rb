@@ -73,11 +73,25 @@ module Onceonly
         model.transaction do
           connection = model.connection
           connection.materialize_transactions # BEGIN now: the claim is the first write in it
-          guard.run_local_in(connection.raw_connection, key, payload) do |raw, ctx|
+          guard.run_local_in(raw_connection(connection), key, payload) do |raw, ctx|
             @job.onceonly = Context.new(ctx, raw)
             body.call
           end
         end
+      end
+
+      # The driver's connection under ActiveRecord's. A SQLite one waits for a
+      # lock in Ruby (SqliteStore.wait_in_ruby), not in SQLite's busy timeout,
+      # which holds the GVL: under Sidekiq's threads, the thread holding the
+      # write lock would stop with the one waiting for it.
+      def raw_connection(connection)
+        raw = connection.raw_connection
+        if defined?(::SQLite3::Database) && raw.is_a?(::SQLite3::Database) && !raw.instance_variable_get(:@onceonly_waits)
+          require "onceonly/stores/sqlite"
+          SqliteStore.wait_in_ruby(raw)
+          raw.instance_variable_set(:@onceonly_waits, true)
+        end
+        raw
       end
 
       def settle(key, outcome)

@@ -62,16 +62,26 @@ module Onceonly
     def open_connection
       self.class.create_private(@path)
       db = SQLite3::Database.new(@path)
-      # Waits in Ruby (sleep releases the GVL), so other threads run meanwhile.
-      db.busy_handler do |count|
-        sleep([0.0002 * (2**[count, 7].min), 0.02].min)
-        count < BUSY_WAIT_S * 50 + 7
-      end
+      self.class.wait_in_ruby(db)
       db.execute("PRAGMA journal_mode=WAL")
       db.execute("PRAGMA synchronous=NORMAL")
       db
     rescue SQLite3::Exception => e
       raise DatabaseError, "cannot open SQLite database #{@path}: #{e.message}"
+    end
+
+    # Makes `db` wait for a lock held by another connection in Ruby, up to
+    # 30s: sleep releases the GVL, so the process's other threads run
+    # meanwhile, the one holding the lock among them. SQLite's own busy
+    # timeout (sqlite3-ruby's busy_timeout, ActiveRecord's `timeout:`) waits
+    # holding the GVL: a thread of the process waiting for a lock that
+    # another of its threads holds stops that thread too, until it gives up.
+    def self.wait_in_ruby(db)
+      db.busy_handler do |count|
+        sleep([0.0002 * (2**[count, 7].min), 0.02].min)
+        count < BUSY_WAIT_S * 50 + 7
+      end
+      db
     end
 
     # A connection of the store's own pool: its statements stay prepared.
