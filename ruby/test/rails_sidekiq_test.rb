@@ -24,6 +24,7 @@ class RailsSidekiqTest < Minitest::Test
   include FreshStores
 
   REDIS = ENV.fetch("ONCEONLY_TEST_REDIS", "redis://127.0.0.1:6379/13")
+  JOBS = defined?(::ActiveJob) ? [RailsApp::Ship, RailsApp::Notify].to_h { |k| [k.onceonly_config.spec.job_type, k] }.freeze : {}
 
   def setup
     super
@@ -40,6 +41,8 @@ class RailsSidekiqTest < Minitest::Test
     @cleanups << -> { Sidekiq.redis { |r| r.del("queue:#{@queue}") } }
     @pids = []
     @cleanups << -> { @pids.each { |pid| stop(pid) } }
+    Onceonly::ActiveJob.registry.replace(JOBS)
+    @cleanups << -> { Onceonly::ActiveJob.registry.clear } # other suites' re-drive must not meet them
     @base = rand(1_000_000) * 10 # order ids of this test (the re-drive's marks are per job type and key)
   end
 
@@ -250,3 +253,6 @@ class RailsSidekiqTest < Minitest::Test
     killed_between_the_write_and_the_commit
   end
 end
+
+# Registered only while these tests run (setup).
+Onceonly::ActiveJob.registry.clear if defined?(::ActiveJob)
