@@ -12,6 +12,12 @@ module Onceonly
   #   require "onceonly/active_record"
   #   class CreateOnceonlyTables < Onceonly::ActiveRecord::Migration; end
   module ActiveRecord
+    # onceonly's tables stay out of db/schema.rb: not the application's
+    # models, and on SQLite they would be dumped without their bookkeeping.
+    # After db:schema:load, call Onceonly::ActiveRecord.migrate.
+    TABLES = /\Aonceonly_/
+    ::ActiveRecord::SchemaDumper.ignore_tables |= [TABLES]
+
     # The adapters onceonly has a store for, by ActiveRecord's adapter name.
     ADAPTERS = { "postgresql" => "postgres", "postgis" => "postgres", "sqlite3" => "sqlite" }.freeze
 
