@@ -150,6 +150,18 @@ module ActiveJobCases
     assert_match(/enqueued again in 1s/, @log.string)
   end
 
+  def test_retry_job_waits_for_the_releases_backoff_not_a_fixed_second
+    KeyedMail.perform_now("b2", "not_sent")  # attempt 1: backoff 500ms
+    @store.advance_clock(1000)
+    KeyedMail.perform_now("b2", "not_sent")  # attempt 2: 1s
+    @store.advance_clock(1500)
+    before = Time.now.to_f
+    KeyedMail.perform_now("b2", "not_sent")  # attempt 3: 2s
+    assert_equal [2, 3], [enqueued.size - 1, @store.op_get("ActiveJobCases.KeyedMail", "b2").record.attempts]
+    assert_operator enqueued.last[:at], :>=, before + 2, "the third release's backoff (2s), read back from the record"
+    assert_match(/enqueued again in 2s/, @log.string)
+  end
+
   def test_a_live_claim_elsewhere_is_left_to_its_owner
     payload = KeyedMail.onceonly_config.payload_for(["c"])
     kind, = @store.op_claim(job_type: "ActiveJobCases.KeyedMail", op_key: "c", fingerprint: payload.fingerprint,

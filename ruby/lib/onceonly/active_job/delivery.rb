@@ -109,7 +109,7 @@ module Onceonly
                    "it back if the owner dies)")
           nil
         when Outcome::NotDue, Outcome::RetryLater
-          wait = retry_in(outcome)
+          wait = retry_in(key, outcome)
           log.info("onceonly: #{name}: #{Outcome.describe(outcome)}; enqueued again in #{wait}s")
           @job.retry_job(wait: wait)
           nil
@@ -125,11 +125,19 @@ module Onceonly
         end
       end
 
-      # Seconds until the operation is due again (at least 1).
-      def retry_in(outcome)
-        return 1 unless outcome.is_a?(Outcome::NotDue) && outcome.due_at
+      # Seconds until the operation is due again (at least 1): a release's
+      # backoff is read back from the record (one read, on this path only),
+      # so the job does not come back early only to find it not due.
+      def retry_in(key, outcome)
+        due_at, now =
+          if outcome.is_a?(Outcome::NotDue) then [outcome.due_at, @config.store.now]
+          else
+            snap = @config.store.op_get(@config.spec.job_type, key)
+            [snap&.record&.due_at, snap&.now]
+          end
+        return 1 unless due_at && now
 
-        [((outcome.due_at - @config.store.now) / 1000.0).ceil, 1].max
+        [((due_at - now) / 1000.0).ceil, 1].max
       end
     end
   end
