@@ -228,6 +228,24 @@ class RailsSidekiqTest < Minitest::Test
     assert(@store.op_history("RailsApp.Notify", "notify-#{order_id}").any? { |e| e.event == "take_over" })
   end
 
+  # Sidekiq's shutdown timeout (-t 1) shorter than the jobs' timeout (2s):
+  # the server refuses to start, before it consumes, naming the rule.
+  def test_a_sidekiq_server_checks_the_guarded_jobs_timing_at_startup
+    sqlite_app
+    log = File.join(@dir, "refused.log")
+    env = { "RAILS_TEST_DB" => @db_url, "RAILS_TEST_DIR" => @dir, "RAILS_TEST_QUEUE" => @queue,
+            "ONCEONLY_TEST_REDIS" => REDIS, "RUBYLIB" => File.expand_path("../lib", __dir__) }
+    sidekiq = ENV.fetch("SIDEKIQ_BIN") { File.exist?("/usr/bin/sidekiq") ? "/usr/bin/sidekiq" : "sidekiq" }
+    pid = Process.spawn(env, RbConfig.ruby, sidekiq, "-r", File.expand_path("support/rails_app.rb", __dir__),
+                        "-q", @queue, "-t", "1", out: log, err: log)
+    @pids << pid
+    status = Timeout.timeout(60) { Process.wait2(pid).last }
+    @pids.delete(pid)
+    refute status.success?
+    assert_match(/timing rule broken: job RailsApp.Ship: Sidekiq's shutdown timeout \(1s\) must be longer than the job timeout \(2s\)/,
+                 File.read(log))
+  end
+
   def test_postgres_duplicates_give_one_effect
     postgres_app
     duplicates_give_one_effect
