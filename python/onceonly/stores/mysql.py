@@ -403,14 +403,16 @@ class MySqlStore(Store):
             try:
                 return work(self._conn())
             except (DatabaseError, Unreachable) as e:
-                self._drop_conn()
                 cause = e.__cause__
                 if cause is not None and is_transient(cause) and attempt < MAX_ATTEMPTS:
+                    # The server rolled back the statement (1205) or the
+                    # transaction (1213); the connection itself is sound.
                     with self._lock:
                         self.lock_retries += 1
                     time.sleep(0.005 * attempt)
                     attempt += 1
                     continue
+                self._drop_conn()  # a broken connection is not reused
                 raise
 
     def _own(self, name: str, args: Sequence) -> Tuple[int, Rows]:
@@ -418,17 +420,25 @@ class MySqlStore(Store):
 
     def _in_tx(self, conn, work: Callable[[Any], T]) -> T:
         """``work(conn)`` in one transaction on the store's own (autocommit) connection."""
-        conn.begin()
+        self._driver_call(conn.begin, "BEGIN")
         try:
             done = work(conn)
         except BaseException:
             try:
                 conn.rollback()
-            except Exception:  # the connection is broken; it is dropped
+            except Exception:  # the connection is broken; _retried drops it
                 pass
             raise
-        conn.commit()
+        self._driver_call(conn.commit, "COMMIT")
         return done
+
+    def _driver_call(self, call: Callable[[], Any], what: str) -> None:
+        try:
+            call()
+        except Exception as e:
+            if _is_driver_error(e):
+                raise map_error(e, self.url, what) from e
+            raise
 
     # -- the statements that differ from the other databases --------------------------
     def _claim_on(self, conn, job, key, owner, payload: Payload, lease_ms):
