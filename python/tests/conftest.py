@@ -110,6 +110,30 @@ def mysql_store_of(url: str, driver: str = "pymysql", found_rows: bool = False):
 MYSQL_MODES = {"mysql": ("pymysql", False), "mysqlclient_found_rows": ("mysqlclient", True)}
 
 
+class MySqlUser:
+    """The user's own PyMySQL or mysqlclient connection (the DB-API default:
+    autocommit off), with the ``execute`` the other drivers' tests call."""
+
+    def __init__(self, url, driver="pymysql"):
+        from onceonly.stores.mysql import _module, connect_args
+
+        self.raw = _module(driver).connect(**connect_args(url), charset="utf8mb4")
+
+    def execute(self, sql, args=None):
+        cur = self.raw.cursor()
+        cur.execute(sql, args)
+        return cur
+
+    def commit(self):
+        self.raw.commit()
+
+    def rollback(self):
+        self.raw.rollback()
+
+    def close(self):
+        self.raw.close()
+
+
 @pytest.fixture
 def mysql_store(mysql_database):
     store = mysql_store_of(mysql_database)

@@ -7,7 +7,7 @@ import pytest
 
 import onceonly
 from onceonly import Done, Guard, LocalEffectFailed, Payload, State
-from conftest import PG_URL, spec
+from conftest import PG_URL, MySqlUser, spec
 
 P = Payload.of({"order": 7})
 
@@ -28,33 +28,9 @@ def pg_conn(store):
     return conn, f'INSERT INTO "{store.schema}".shipments (order_key, at) VALUES (%s, 1)'
 
 
-class MySqlUser:
-    """The user's own PyMySQL or mysqlclient connection (the DB-API default:
-    autocommit off), with the ``execute`` the other drivers' tests call."""
-
-    def __init__(self, store, driver):
-        from onceonly.stores.mysql import _module
-
-        self.raw = _module(driver).connect(**store.connect_args, charset="utf8mb4")
-
-    def execute(self, sql, args=None):
-        cur = self.raw.cursor()
-        cur.execute(sql, args)
-        return cur
-
-    def commit(self):
-        self.raw.commit()
-
-    def rollback(self):
-        self.raw.rollback()
-
-    def close(self):
-        self.raw.close()
-
-
 def mysql_conn(store, driver=None):
     # The other driver than the store's own connections, by default.
-    user = MySqlUser(store, driver or ("mysqlclient" if store.driver == "pymysql" else "pymysql"))
+    user = MySqlUser(store.url, driver or ("mysqlclient" if store.driver == "pymysql" else "pymysql"))
     user.execute("CREATE TABLE IF NOT EXISTS shipments (order_key VARCHAR(64), at BIGINT) ENGINE = InnoDB")
     user.commit()
     return user, "INSERT INTO shipments (order_key, at) VALUES (%s, 1)"
