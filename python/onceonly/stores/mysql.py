@@ -275,7 +275,7 @@ def in_transaction(conn) -> bool:
             raise InvalidInput("this server has no @@in_transaction (MySQL, not MariaDB): hand onceonly a "
                                "Django connection or a SQLAlchemy session, whose transaction it can see") from e
         raise
-    return bool(list(rows[0].values())[0])
+    return bool(rows[0]["in_transaction"])
 
 
 class _Duplicate(Exception):
