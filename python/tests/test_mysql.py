@@ -125,6 +125,14 @@ def test_urls_that_cannot_be_opened_as_asked_are_refused(url, match):
         onceonly.connect(url)
 
 
+def test_a_mariadb_url_opens_the_same_store(mysql_database):
+    store = onceonly.connect(mysql_database.replace("mysql://", "mariadb://", 1))
+    assert isinstance(store, MySqlStore)
+    store.migrate()
+    assert Guard(store, spec()).run("k", P, lambda ctx: onceonly.Sent("r", 1)) == Done(1, "r")
+    assert onceonly.connect(mysql_database).get("mail", "k").record.state is State.COMPLETED
+
+
 def test_an_unreachable_server_is_reported_with_the_password_redacted():
     store = onceonly.connect("mariadb://u:secret@127.0.0.1:1/x")
     assert isinstance(store, MySqlStore)
@@ -137,7 +145,14 @@ def test_a_lock_wait_timeout_is_run_again_and_decides_by_its_own_count(mysql_sto
     run(mysql_store._conn(), "SET SESSION innodb_lock_wait_timeout = 1")
     holder = mysql_store.connect_raw(autocommit=False)
     run(holder, "SELECT * FROM onceonly_ops WHERE op_key = 'k' FOR UPDATE")  # another session holds the row
-    releaser = threading.Timer(1.5, holder.rollback)
+
+    def release_after_a_retry():
+        deadline = time.monotonic() + 30
+        while mysql_store.lock_retries == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        holder.rollback()
+
+    releaser = threading.Thread(target=release_after_a_retry)
     releaser.start()
     try:
         p = OpMove("mail", "k", claim.token, State.CLAIMED, State.COMPLETED, result="1")
