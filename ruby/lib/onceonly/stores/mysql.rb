@@ -45,6 +45,7 @@ module Onceonly
     NO_LIMIT = 2**63 - 1
     # How long migrate waits for another process's migration, in seconds.
     MIGRATE_WAIT_S = 60
+    OUR_TABLE_MISSING = /\.onceonly_(ops|audit|migrations)' doesn't exist/.freeze
     SCHEMES = %w[mysql mariadb].freeze
     URL_PARAMS = %w[socket ssl-mode ssl-ca].freeze
 
@@ -354,7 +355,7 @@ module Onceonly
         InvalidInput.new("refused by MySQL, nothing written: #{error.message} (the value is longer than its column)")
       when NO_SUCH_TABLE
         # Only our own tables mean "not migrated"; a user's missing table stays a DatabaseError.
-        return NotMigrated.for("MySQL #{redacted}", error.message) if error.message.match?(/\.onceonly_\w+' doesn't exist/)
+        return NotMigrated.for("MySQL #{redacted}", error.message) if error.message.match?(OUR_TABLE_MISSING)
 
         DatabaseError.new("MySQL #{redacted}: #{error.message}")
       else DatabaseError.new("MySQL #{redacted}: #{error.message}")
