@@ -134,6 +134,35 @@ class MysqlStoreTest < Minitest::Test
     end
   end
 
+  # Two deliveries of one queued local operation at once, each in its own
+  # transaction: one acts, the other waits on the row's lock and finds it
+  # done. Inserting first would leave each a shared lock to upgrade (1213).
+  def test_two_local_claims_of_one_queued_key_at_once_do_not_deadlock
+    url = mysql_database_url
+    store = Onceonly.connect(url)
+    store.migrate
+    g = Onceonly::Guard.new(store, Onceonly::JobSpec.new(job_type: "t.local", effect: :local))
+    payload = Onceonly.payload(1)
+    %w[queued-first new].each do |key|
+      if key == "queued-first"
+        store.op_enqueue(job_type: "t.local", op_key: key, fingerprint: payload.fingerprint, payload: payload.json)
+      end
+      acted = Queue.new
+      conns = Array.new(2) { user_connection(url) }
+      outcomes = conns.map do |conn|
+        Thread.new do
+          g.run_local(key, 1, conn: conn) do
+            acted << 1
+            sleep 0.3 # hold the claim while the other delivery arrives
+            "done"
+          end
+        end
+      end.map(&:value)
+      assert_equal 1, acted.size, "#{key}: one delivery acted"
+      assert_equal [false, true], outcomes.map(&:repeat).sort_by { |r| r ? 1 : 0 }, "#{key}: #{outcomes.inspect}"
+    end
+  end
+
   def test_each_statement_is_prepared_once_per_pool_connection
     store = mysql_store(pool: 1)
     g = Onceonly::Guard.new(store, Onceonly::JobSpec.new(job_type: "hot.prepared", effect: :keyed))

@@ -53,6 +53,7 @@ module Onceonly
       now: ->(off) { [off] },
       get: ->(off, jt, key) { [off, jt, key] },
       get_latest: ->(off, jt, key) { [off, jt, key] },
+      get_locked: ->(off, jt, key) { [off, jt, key] },
       record: ->(jt, key) { [jt, key] },
       claim_insert: ->(*binds) { binds },
       claim_update: ->(*binds) { binds },
@@ -86,6 +87,8 @@ module Onceonly
 
     # One statement: its file's text and the mapping to its binds.
     Statement = Struct.new(:name, :sql, :binds)
+    # One claim's values, its clock read once.
+    ClaimArgs = Struct.new(:job_type, :op_key, :fingerprint, :owner, :now, :lease_until)
 
     attr_reader :database
 
@@ -195,7 +198,7 @@ module Onceonly
     # Claims as the Rust store does (crates/onceonly-mysql/src/claim.rs).
     def op_claim(job_type:, op_key:, fingerprint:, payload:, owner:, lease_ms:, conn: nil)
       with_conn(conn) do |c|
-        claim_on(c, [job_type, op_key, fingerprint, payload, owner, lease_ms], latest: !conn.nil?)
+        claim_on(c, [job_type, op_key, fingerprint, payload, owner, lease_ms], in_tx: !conn.nil?)
       end
     end
 
@@ -240,7 +243,7 @@ module Onceonly
         next true if n == 1
         raise DatabaseError, "enqueue of #{job_type}:#{op_key} affected #{n} rows" if n
 
-        get_on(c, job_type, op_key, latest: !conn.nil?)&.record or raise NotFound, "#{job_type}:#{op_key} is gone"
+        get_on(c, job_type, op_key, read: conn ? :get_latest : :get)&.record or raise NotFound, "#{job_type}:#{op_key} is gone"
       end
     end
 
@@ -283,39 +286,55 @@ module Onceonly
                           "setting it; too-long keys would be cut"
     end
 
-    def claim_on(conn, args, latest:)
+    # `in_tx`: the user's transaction. There a record a plain read finds is
+    # locked (get_locked.sql) before anything is written, and a missing one
+    # is inserted: both orders that keep two claims of one key from
+    # deadlocking (see get_locked.sql).
+    def claim_on(conn, args, in_tx:)
       job_type, op_key, fingerprint, payload, owner, lease_ms = args
       now = rows(conn, :now, []).first.fetch("now")
-      lease_until = now + lease_ms
+      claim = ClaimArgs.new(job_type, op_key, fingerprint, owner, now, now + lease_ms)
+      if in_tx && get_on(conn, job_type, op_key)
+        locked = get_on(conn, job_type, op_key, read: :get_locked)
+        return claim_existing(conn, claim, locked, in_tx: true) if locked
+      end
       inserted = begin
-        exec(conn, :claim_insert, [job_type, op_key, owner, fingerprint, payload, now, lease_until, now, now],
+        exec(conn, :claim_insert, [job_type, op_key, owner, fingerprint, payload, now, claim.lease_until, now, now],
              clock: false)
       rescue Mysql2::Error => e
         raise unless e.error_number == DUP_ENTRY
 
         nil
       end
-      return [:claimed, Claim.new(token: 1, attempts: 1, claimed_at: now, lease_until: lease_until)] if inserted == 1
+      return [:claimed, Claim.new(token: 1, attempts: 1, claimed_at: now, lease_until: claim.lease_until)] if inserted == 1
       raise DatabaseError, "claim insert of #{job_type}:#{op_key} affected #{inserted} rows" if inserted
 
-      snap = get_on(conn, job_type, op_key, latest: latest)
-      raise NotFound, "#{job_type}:#{op_key} conflicted on claim but is gone (purged meanwhile?)" unless snap
+      claim_existing(conn, claim, get_on(conn, job_type, op_key, read: in_tx ? :get_latest : :get), in_tx: in_tx)
+    end
+
+    # The claim of a record that exists (`snap`, as read): by an update
+    # fenced on the token read, only when it looked claimable.
+    def claim_existing(conn, claim, snap, in_tx:)
+      gone = "#{claim.job_type}:#{claim.op_key} conflicted on claim but is gone (purged meanwhile?)"
+      raise NotFound, gone unless snap
       # Not claimable as read: no update, so no exclusive lock (in the user's
       # transaction, racing workers would each upgrade a shared lock: 1213).
-      return [:existing, snap] unless claimable?(snap.record, fingerprint, now)
+      return [:existing, snap] unless claimable?(snap.record, claim.fingerprint, claim.now)
 
       r = snap.record
-      n = exec(conn, :claim_update, [owner, now, lease_until, now, job_type, op_key, r.token, fingerprint, now],
-               clock: false)
+      n = exec(conn, :claim_update, [claim.owner, claim.now, claim.lease_until, claim.now, claim.job_type,
+                                     claim.op_key, r.token, claim.fingerprint, claim.now], clock: false)
       case n
-      when 1 then [:claimed, Claim.new(token: r.token + 1, attempts: r.attempts + 1, claimed_at: now, lease_until: lease_until)]
+      when 1
+        [:claimed, Claim.new(token: r.token + 1, attempts: r.attempts + 1, claimed_at: claim.now,
+                             lease_until: claim.lease_until)]
       when 0
         # Claimable when read, moved by someone else before the update.
-        again = get_on(conn, job_type, op_key, latest: latest)
-        raise NotFound, "#{job_type}:#{op_key} conflicted on claim but is gone (purged meanwhile?)" unless again
+        again = get_on(conn, claim.job_type, claim.op_key, read: in_tx ? :get_latest : :get)
+        raise NotFound, gone unless again
 
         [:existing, again]
-      else raise DatabaseError, "claim update of #{job_type}:#{op_key} affected #{n} rows"
+      else raise DatabaseError, "claim update of #{claim.job_type}:#{claim.op_key} affected #{n} rows"
       end
     end
 
@@ -325,10 +344,11 @@ module Onceonly
       record.state == "queued" && record.fingerprint == fingerprint && (record.due_at.nil? || record.due_at <= now)
     end
 
-    # `latest`: a locking read, the newest committed row whatever snapshot
-    # the user's REPEATABLE READ transaction holds.
-    def get_on(conn, job_type, op_key, latest: false)
-      row = rows(conn, latest ? :get_latest : :get, [job_type, op_key]).first
+    # `read`: :get; :get_latest, a shared-lock read of the newest committed
+    # row whatever snapshot the user's REPEATABLE READ transaction holds; or
+    # :get_locked, the same with an exclusive lock.
+    def get_on(conn, job_type, op_key, read: :get)
+      row = rows(conn, read, [job_type, op_key]).first
       row && Snapshot.new(Record.from_row(row), row["now"])
     end
 
