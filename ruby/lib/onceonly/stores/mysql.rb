@@ -20,8 +20,10 @@ module Onceonly
   #   connections take either (`found_rows:`).
   # - No UPDATE ... RETURNING: a claim reads the clock, inserts the record
   #   claimed (1: ours, token 1); on a duplicate key it reads the record and
-  #   claims it fenced on the token read (1: ours, token + 1). A take-over
-  #   and a heartbeat read their row back in the transaction that wrote it.
+  #   claims it fenced on the token read (1: ours, token + 1). In the user's
+  #   transaction a record that exists is locked first (get_locked.sql). A
+  #   take-over and a heartbeat read their row back in the transaction that
+  #   wrote it.
   # - Strict mode: each connection of the store adds STRICT_ALL_TABLES to its
   #   sql_mode and checks it, so a value too long for its column is refused
   #   (InvalidInput), never cut; its time_zone is +00:00.
