@@ -13,7 +13,7 @@ require "onceonly/active_job" if defined?(::ActiveJob)
 
 # Onceonly::ActiveJob in this process (Debian's Rails 6.1, ActiveJob's test
 # adapter, so what a job enqueues is seen), on SQLite and on a PostgreSQL
-# database of the test's own: the outcomes and what ActiveJob does next, a
+# and a MySQL/MariaDB database of the test's own: the outcomes and what ActiveJob does next, a
 # local effect in ActiveRecord's transaction, the record at enqueue and after
 # commit, the tables by an ActiveRecord migration, the timing check.
 # Real Sidekiq processes: rails_sidekiq_test.rb.
@@ -256,6 +256,16 @@ class ActiveJobSqliteTest < Minitest::Test
   end
 end
 
+class ActiveJobMysqlTest < Minitest::Test
+  include FreshStores
+  include ActiveJobCases
+
+  def connect
+    url = mysql_database_url(prefix: "rails")
+    ::ActiveRecord::Base.establish_connection(url: url.sub(/\Amysql:/, "mysql2:"), variables: { time_zone: "+00:00" })
+  end
+end
+
 class ActiveJobPostgresTest < Minitest::Test
   include FreshStores
   include ActiveJobCases
@@ -276,8 +286,12 @@ class ActiveJobPostgresTest < Minitest::Test
     assert_equal "postgres://app:p%40ss%20word@db.internal:5433/shop?sslmode=require", Onceonly::ActiveRecord.url_for(config)
     sqlite = ::ActiveRecord::DatabaseConfigurations::HashConfig.new("test", "primary", { adapter: "sqlite3", database: "db/x.sqlite3" })
     assert_equal "sqlite://#{File.expand_path('db/x.sqlite3')}", Onceonly::ActiveRecord.url_for(sqlite)
-    mysql = ::ActiveRecord::DatabaseConfigurations::HashConfig.new("test", "primary", { adapter: "oracle", database: "x" })
-    assert_raises(Onceonly::InvalidInput) { Onceonly::ActiveRecord.url_for(mysql) }
+    mysql = ::ActiveRecord::DatabaseConfigurations::HashConfig.new(
+      "test", "primary", { adapter: "mysql2", host: "db", port: 3307, username: "app", password: "s/cret", database: "shop" }
+    )
+    assert_equal "mysql://app:s%2Fcret@db:3307/shop", Onceonly::ActiveRecord.url_for(mysql)
+    oracle = ::ActiveRecord::DatabaseConfigurations::HashConfig.new("test", "primary", { adapter: "oracle", database: "x" })
+    assert_raises(Onceonly::InvalidInput) { Onceonly::ActiveRecord.url_for(oracle) }
   end
 end
 

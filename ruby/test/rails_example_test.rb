@@ -7,7 +7,7 @@ require "timeout"
 
 # ruby/examples/rails_shop as its README runs it: `rake db:migrate`, a real
 # `sidekiq -r ./app.rb` process, `bin/place_orders`; on SQLite and on a
-# PostgreSQL database of the test's own.
+# PostgreSQL and a MySQL/MariaDB database of the test's own.
 class RailsExampleTest < Minitest::Test
   include FreshStores
 
@@ -63,6 +63,10 @@ class RailsExampleTest < Minitest::Test
 
   def test_the_example_on_sqlite
     place_orders("sqlite3:#{File.join(@dir, 'shop.sqlite3')}")
+  end
+
+  def test_the_example_on_mysql
+    place_orders(mysql_database_url(prefix: "rails_shop").sub(/\Amysql:/, "mysql2:"))
   end
 
   def test_the_example_on_postgres

@@ -16,7 +16,7 @@ require "sidekiq/api" if defined?(::ActiveJob)
 
 # Guarded ActiveJob jobs run by real `sidekiq -r test/support/rails_app.rb`
 # processes (the Sidekiq adapter, Debian's Rails 6.1 and Sidekiq 6.4), on
-# PostgreSQL (a database of this test's own) and on SQLite: duplicates give
+# PostgreSQL and MySQL/MariaDB (a database of this test's own) and on SQLite: duplicates give
 # one effect; a local job's ActiveRecord write commits with its record; a
 # process SIGKILLed between the write and the commit leaves neither, and the
 # re-drive brings the job back to be done once.
@@ -57,6 +57,11 @@ class RailsSidekiqTest < Minitest::Test
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }
     app(Support::PG_URL.sub(%r{/[^/]*\z}, "/#{name}"))
+  end
+
+  def mysql_app
+    url = mysql_database_url(prefix: "rails") # mysql://root@127.0.0.1:3306/rails_...
+    app(url.sub(/\Amysql:/, "mysql2:"))
   end
 
   def sqlite_app
@@ -259,6 +264,16 @@ class RailsSidekiqTest < Minitest::Test
   def test_postgres_the_redrive_brings_back_a_stale_claim
     postgres_app
     redrive_of_a_stale_keyed_claim
+  end
+
+  def test_mysql_duplicates_give_one_effect
+    mysql_app
+    duplicates_give_one_effect
+  end
+
+  def test_mysql_a_process_killed_between_the_ar_write_and_the_commit_leaves_neither
+    mysql_app
+    killed_between_the_write_and_the_commit
   end
 
   def test_sqlite_duplicates_give_one_effect

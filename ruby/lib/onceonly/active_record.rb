@@ -19,7 +19,7 @@ module Onceonly
     ::ActiveRecord::SchemaDumper.ignore_tables |= [TABLES]
 
     # The adapters onceonly has a store for, by ActiveRecord's adapter name.
-    ADAPTERS = { "postgresql" => "postgres", "postgis" => "postgres", "sqlite3" => "sqlite" }.freeze
+    ADAPTERS = { "postgresql" => "postgres", "postgis" => "postgres", "sqlite3" => "sqlite", "mysql2" => "mysql" }.freeze
 
     module_function
 
@@ -29,16 +29,15 @@ module Onceonly
     # ActiveRecord reads it).
     def url_for(db_config = ::ActiveRecord::Base.connection_db_config)
       config = db_config.configuration_hash
-      return config[:url].sub(/\Apostgis:/, "postgres:") if config[:url] && !config[:url].start_with?("sqlite")
-
       case kind_of_adapter(config[:adapter])
       when "postgres" then postgres_url(config)
       when "sqlite" then sqlite_url(config[:database].to_s)
+      when "mysql" then mysql_url(config)
       end
     end
 
     # The store on ActiveRecord::Base's database (`schema`: PostgreSQL only,
-    # default onceonly, the CLI's).
+    # default onceonly, the CLI's; MySQL: the tables in the database itself).
     def store(db_config = ::ActiveRecord::Base.connection_db_config, **options)
       options.delete(:schema) unless kind_of_adapter(db_config.configuration_hash[:adapter]) == "postgres"
       Onceonly.connect(url_for(db_config), **options)
@@ -51,6 +50,9 @@ module Onceonly
     def migrate(connection = ::ActiveRecord::Base.connection, schema: "onceonly")
       target = store(connection.pool.db_config, pool: 1, **(schema ? { schema: schema } : {}))
       # The store is only asked for its statements; they run on `connection`.
+      # MySQL commits each DDL statement by itself: no transaction to join.
+      return target.migrate_in(connection.raw_connection) if target.kind == "mysql"
+
       connection.transaction(requires_new: false) do
         connection.materialize_transactions # BEGIN now: the raw statements run inside it
         target.migrate_in(connection.raw_connection)
@@ -60,7 +62,7 @@ module Onceonly
     def kind_of_adapter(adapter)
       ADAPTERS.fetch(adapter.to_s) do
         raise InvalidInput, "onceonly has no store for ActiveRecord's #{adapter.inspect} adapter yet; " \
-                            "use postgresql or sqlite3"
+                            "use postgresql, mysql2 or sqlite3"
       end
     end
 
@@ -77,6 +79,14 @@ module Onceonly
       query << "host=#{ERB::Util.url_encode(host)}" if host.start_with?("/") # a socket directory
       host = "" if host.start_with?("/")
       "postgres://#{auth}#{host}#{port}/#{ERB::Util.url_encode(config[:database].to_s)}" \
+        "#{query.empty? ? '' : "?#{query.join('&')}"}"
+    end
+
+    def mysql_url(config)
+      encode = ->(v) { ERB::Util.url_encode(v.to_s) }
+      auth = config[:username] ? "#{encode.(config[:username])}#{config[:password] ? ":#{encode.(config[:password])}" : ''}@" : ""
+      query = { "socket" => config[:socket], "ssl-ca" => config[:sslca] }.compact.map { |k, v| "#{k}=#{encode.(v)}" }
+      "mysql://#{auth}#{config[:host] || 'localhost'}#{config[:port] ? ":#{config[:port]}" : ''}/#{encode.(config[:database])}" \
         "#{query.empty? ? '' : "?#{query.join('&')}"}"
     end
 

@@ -54,10 +54,13 @@ module RailsApp
     File.open(File.join(dir, file), "a") { |f| f.write("#{line}\n") }
   end
 
-  # ActiveRecord on `db_url` (postgres://... or sqlite3:PATH), the store
+  # ActiveRecord on `db_url` (postgres://..., mysql2://... or sqlite3:PATH), the store
   # on the same database (Onceonly::ActiveJob's default), jobs on `queue`.
   def connect!(db_url, queue:)
-    ::ActiveRecord::Base.establish_connection(db_url)
+    # MySQL: the session's clock zone UTC, as the store's own connections
+    # (docs/rails.md); ActiveRecord 6.1 leaves the server's.
+    config = db_url.start_with?("mysql2:") ? { url: db_url, variables: { time_zone: "+00:00" } } : db_url
+    ::ActiveRecord::Base.establish_connection(config)
     Onceonly::ActiveJob.store = nil
     [Ship, Notify].each do |k|
       k.instance_variable_set(:@onceonly_guard, nil)
