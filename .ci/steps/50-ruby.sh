@@ -4,10 +4,14 @@
 # corpus, the three stores, Sidekiq on Redis, cross-language with the Rust
 # CLI), gem build + a local gem install, and the replay through real Sidekiq
 # processes on SQLite, PostgreSQL and MariaDB (fewer concurrent runs than the
-# 100 of docs/sidekiq.md, to keep the step short).
+# 100 of docs/sidekiq.md, to keep the step short). The suite includes the
+# Rails half of #24 (docs/rails.md): guarded ActiveJob jobs in process and
+# through real `sidekiq -r` processes with SIGKILLs (active_job_test.rb,
+# rails_sidekiq_test.rb), and the rails_shop example (rails_example_test.rb).
 set -euo pipefail
 
-packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick ruby-activerecord ruby-mysql2)
+packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick ruby-activerecord ruby-mysql2
+  ruby-rails ruby-activejob rake)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then

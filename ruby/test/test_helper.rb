@@ -121,9 +121,9 @@ module FreshStores
   end
 
   # A fresh MySQL/MariaDB database (dropped after the test): its URL.
-  def mysql_database_url
+  def mysql_database_url(prefix: "mysql_ruby")
     Support.unavailable!(self, "MySQL/MariaDB at #{Support::MYSQL_URL}") unless Support.mysql_up?
-    name = "mysql_ruby_#{SecureRandom.hex(5)}"
+    name = "#{prefix}_#{SecureRandom.hex(5)}"
     Support.mysql_admin("CREATE DATABASE `#{name}`")
     @cleanups << -> { Support.mysql_admin("DROP DATABASE IF EXISTS `#{name}`") }
     Support::MYSQL_URL.sub(%r{/[^/?]*(\?|\z)}, "/#{name}\\1")

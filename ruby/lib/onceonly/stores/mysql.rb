@@ -161,25 +161,30 @@ module Onceonly
     # bookkeeping (onceonly_migrations); DDL commits at once in MySQL, so
     # each migration is idempotent on its own. How many it applied.
     def migrate
-      @pool.with do |conn|
-        got = driver_rows(conn, statement(:migrate_lock), [MIGRATE_WAIT_S]).first&.fetch("got")
-        raise DatabaseError, "another process held the migration lock of #{redacted} for #{MIGRATE_WAIT_S}s" unless got == 1
-
-        begin
-          conn.query(statement(:migrate_setup).sql)
-          SQL.migrations("mysql").count do |m|
-            next false if driver_rows(conn, statement(:migrate_applied), [m.version]).any?
-
-            conn.query(m.sql)
-            driver_exec(conn, statement(:migrate_record), [m.version, m.name])
-            true
-          end
-        ensure
-          driver_rows(conn, statement(:migrate_unlock), [])
-        end
-      end
+      @pool.with { |conn| migrate_in(conn) }
     rescue Mysql2::Error => e
       raise DatabaseError, "migrating #{redacted} failed: #{e.message}"
+    end
+
+    # As migrate, on `conn` (an ActiveRecord migration's Mysql2::Client):
+    # MySQL commits each DDL statement by itself, so nothing here is
+    # transactional; the named lock serialises two migrating processes.
+    def migrate_in(conn)
+      got = driver_rows(conn, statement(:migrate_lock), [MIGRATE_WAIT_S]).first&.fetch("got")
+      raise DatabaseError, "another process held the migration lock of #{redacted} for #{MIGRATE_WAIT_S}s" unless got == 1
+
+      begin
+        conn.query(statement(:migrate_setup).sql)
+        SQL.migrations("mysql").count do |m|
+          next false if driver_rows(conn, statement(:migrate_applied), [m.version]).any?
+
+          conn.query(m.sql)
+          driver_exec(conn, statement(:migrate_record), [m.version, m.name])
+          true
+        end
+      ensure
+        driver_rows(conn, statement(:migrate_unlock), [])
+      end
     end
 
     # Runs the block in a transaction on `conn` (the user's Mysql2::Client):
