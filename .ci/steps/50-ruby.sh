@@ -28,6 +28,10 @@ if [[ -z "${ONCEONLY_BIN:-}" ]]; then
   [[ -x "$ONCEONLY_BIN" ]] || cargo build -q -p onceonly-cli
 fi
 
+# The Python interop tests (ruby/test/python_interop_test.rb) run the Python
+# client from the venv 40-python builds, with psycopg and PyMySQL in it.
+[[ "${CI:-}" != true || -x .venv/python/bin/python ]] || { echo "no .venv/python: run .ci/steps/40-python.sh first" >&2; exit 1; }
+
 # Servers must answer under CI (the tests fail, not skip, when they do not).
 pg_isready -q -h 127.0.0.1 -p 5432
 redis-cli -h 127.0.0.1 ping | grep -q PONG

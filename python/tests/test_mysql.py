@@ -227,3 +227,49 @@ def test_inside_the_users_open_transaction_the_users_rollback_undoes_the_claim(m
     assert mysql_store.get("ship", "o-5") is None
     assert run(user, "SELECT count(*) FROM shipments")[1][0][0] == 0
     user.close()
+
+
+@pytest.mark.parametrize("driver,found_rows", MODES, ids=[f"{d}-{'found' if f else 'changed'}" for d, f in MODES])
+def test_two_local_claims_of_one_queued_key_at_once_do_not_deadlock(mysql_database, driver, found_rows):
+    """Two deliveries of one queued local operation, each in its own
+    transaction on its own connection: one acts, the other waits on the
+    row's lock and finds it done. Inserting first would leave each the
+    duplicate key's shared lock, and both claims would upgrade it (1213)."""
+    store = mysql_store_of(mysql_database, driver, found_rows)
+    setup = store.connect_raw()
+    run(setup, "CREATE TABLE shipments (order_key VARCHAR(64)) ENGINE = InnoDB")
+    setup.close()
+    g = Guard(store, spec("ship", effect="local"))
+    for key in ("queued-first", "new"):
+        if key == "queued-first":
+            assert store.enqueue("ship", key, P)
+        outcomes, errors, start = [], [], threading.Barrier(2)
+
+        def delivery():
+            conn = store.connect_raw(autocommit=False)  # the user's: a transaction, the store's found-rows mode
+            try:
+                start.wait()
+
+                def effect(c, ctx):
+                    run(c, "INSERT INTO shipments (order_key) VALUES (%s)", (ctx.op_key,))
+                    time.sleep(0.3)  # hold the claim while the other delivery arrives
+                    return 1
+
+                outcomes.append(g.run_local(conn, key, P, effect))
+            except Exception as e:  # the assertion below shows it
+                errors.append(e)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=delivery) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], key
+        assert sorted(o.repeat for o in outcomes) == [False, True], f"{key}: {outcomes}"
+        check = store.connect_raw()
+        assert run(check, "SELECT count(*) FROM shipments WHERE order_key = %s", (key,))[1][0][0] == 1, key
+        check.close()
+        assert store.get("ship", key).record.state is State.COMPLETED
+    store.close()

@@ -117,17 +117,13 @@ class PgPythonInteropTest < Minitest::Test
   end
 end
 
-# On MySQL/MariaDB: runs once python/ has its MySQL store (issue #23, the
-# Python half); until then it skips, loudly, even under CI.
+# On MySQL/MariaDB, with python/'s MySQL store (PyMySQL from the venv CI's
+# Python step builds, .venv/python): without it, under CI=true, a failure.
 class MysqlPythonInteropTest < Minitest::Test
   include PythonInteropCases
 
   def setup
     super
-    unless File.file?(File.join(REPO_ROOT, "python", "onceonly", "stores", "mysql.py"))
-      warn "\n!!! SKIPPED #{name}: python/ has no MySQL store yet (python/onceonly/stores/mysql.py) !!!"
-      skip("no Python MySQL store")
-    end
     _, _, ok = Open3.capture3(python, "-c", "import pymysql")
     Support.unavailable!(self, "PyMySQL for #{python} (the Python client's MySQL driver)") unless ok.success?
   end

@@ -18,8 +18,12 @@ What this client does on top of the files' text:
 - No ``UPDATE ... RETURNING``: a claim reads the clock, inserts the record
   claimed (1: ours, token 1), and on a duplicate key (1062) reads the record
   and claims it fenced on the token read (1: ours). It reports what it
-  wrote. A take-over and a heartbeat read their row back in the transaction
-  that wrote it.
+  wrote. In the user's transaction a record a plain read finds is locked
+  first (``get_locked.sql``, ``FOR UPDATE``) and then claimed, so two
+  transactions claiming one existing key queue on its lock (inserting first
+  would leave each the duplicate key's shared lock to upgrade: 1213). A
+  take-over and a heartbeat read their row back in the transaction that
+  wrote it.
 - Each of the store's own connections adds ``STRICT_ALL_TABLES`` to its
   ``sql_mode`` (checked: a value too long for its column is refused, never
   cut) and reads the clock in ``time_zone = '+00:00'``. The user's connection
@@ -88,6 +92,7 @@ BINDS: Dict[str, Tuple[int, ...]] = {
     # offset, job_type, op_key
     "get": (1, 2, 3),
     "get_latest": (1, 2, 3),
+    "get_locked": (1, 2, 3),
     # job_type, op_key, fingerprint, payload, delay ms, offset
     "enqueue": (2, 3, 4, 5, 6, 1),
     # job_type, op_key, event, actor, token, from, to, detail, attempt, retry ms, offset
@@ -450,11 +455,21 @@ class MySqlStore(Store):
                in_tx: bool) -> Union[Claim, Snapshot]:
         """Reads the clock, inserts the record claimed; on a duplicate key reads
         it and claims it fenced on the token read. ``in_tx``: the user's
-        transaction, whose snapshot may be older than the row the insert met,
-        so the row is read with a locking read."""
+        transaction, where a record that exists is locked first
+        (get_locked.sql), and a row met by the insert is read with a locking
+        read (the transaction's snapshot may be older than the row)."""
         _, rows = self._checked(conn, "now", (self.clock_offset_ms,))
         now = int(rows[0]["now"])
         lease_until = now + lease_ms
+        # In the user's transaction a record a plain read finds is locked before
+        # anything is written: two transactions claiming it queue on the lock.
+        # Inserting first would leave each the duplicate key's shared lock, and
+        # both updates would deadlock (1213). A key no read finds is inserted (a
+        # locking read of a missing key takes a gap lock; two such inserts deadlock).
+        if in_tx and self._read(conn, job, key, "get") is not None:
+            locked = self._read(conn, job, key, "get_locked")
+            if locked is not None:
+                return self._claim_existing(conn, job, key, owner, payload, in_tx, now, lease_until, locked)
         try:
             n, _ = self._checked(conn, "claim_insert", (
                 job, key, owner, payload.fingerprint, payload.json, now, lease_until, now, now))
@@ -464,7 +479,13 @@ class MySqlStore(Store):
             if n != 1:
                 raise DatabaseError(f"claim insert of {job}:{key} affected {n} rows")
             return Claim(token=1, attempts=1, claimed_at=now, lease_until=lease_until)
-        snap = self._read(conn, job, key, in_tx)
+        snap = self._read(conn, job, key, "get_latest" if in_tx else "get")
+        return self._claim_existing(conn, job, key, owner, payload, in_tx, now, lease_until, snap)
+
+    def _claim_existing(self, conn, job: str, key: str, owner: str, payload: Payload, in_tx: bool, now: int,
+                        lease_until: int, snap: Optional[Snapshot]) -> Union[Claim, Snapshot]:
+        """The claim of a record that exists (``snap``, as read): an update
+        fenced on the token read, sent only when the row read looked claimable."""
         if snap is None:
             raise DatabaseError(f"{job}:{key} conflicted on claim but is gone (purged meanwhile?)")
         # Not claimable as read: no update, so no exclusive lock. In the user's
@@ -481,13 +502,15 @@ class MySqlStore(Store):
         if n != 0:
             raise DatabaseError(f"claim update of {job}:{key} affected {n} rows")
         # Claimable when read, gone by the update: someone else moved it.
-        snap = self._read(conn, job, key, in_tx)
+        snap = self._read(conn, job, key, "get_latest" if in_tx else "get")
         if snap is None:
             raise DatabaseError(f"{job}:{key} conflicted on claim but is gone (purged meanwhile?)")
         return snap
 
-    def _read(self, conn, job: str, key: str, latest: bool) -> Optional[Snapshot]:
-        _, rows = self._run(conn, "get_latest" if latest else "get", params.get(self.clock_offset_ms, job, key))
+    def _read(self, conn, job: str, key: str, read: str = "get") -> Optional[Snapshot]:
+        """``read``: get (a plain read), get_latest (the latest committed row,
+        share-locked) or get_locked (the same, locked exclusively)."""
+        _, rows = self._run(conn, read, params.get(self.clock_offset_ms, job, key))
         return Snapshot(Record.from_row(rows[0]), int(rows[0]["now"])) if rows else None
 
     def take_over(self, job: str, key: str, stale_token: int, to: State, owner: str, lease_ms: int,
@@ -542,10 +565,10 @@ class MySqlStore(Store):
         """One record with the database's time; on the user's connection, the
         latest committed row (a locking read) rather than its snapshot."""
         if conn is None:
-            return self._retried(lambda own: self._read(own, job, key, False))
+            return self._retried(lambda own: self._read(own, job, key))
         if not raw:
             conn = self.driver_connection(conn)
-        return self._read(conn, job, key, True)
+        return self._read(conn, job, key, "get_latest")
 
     # -- migrations -------------------------------------------------------------------
     def migrate(self) -> None:
