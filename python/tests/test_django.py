@@ -12,7 +12,7 @@ import pytest
 
 import onceonly
 from onceonly import Done, LocalEffectFailed, State
-from conftest import PG_ADMIN, PG_URL, unreachable
+from conftest import PG_ADMIN, PG_URL, need_postgres
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.join(HERE, "django_project")
@@ -25,12 +25,8 @@ def dj():
     except ImportError:
         sys.path.insert(0, PROJECT)
         from testsupport import setup
-    try:
-        return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0])
-    except Exception as e:  # psycopg.OperationalError, without importing it first
-        if "connect" in str(e).lower():
-            unreachable("PostgreSQL at " + PG_ADMIN, e)
-        raise
+    need_postgres()
+    return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0])
 
 
 @pytest.fixture(params=["default", "lite"])
