@@ -11,7 +11,9 @@ Onceonly.logger.level = Logger::ERROR unless ENV["ONCEONLY_LOG"]
 REPO_ROOT = File.expand_path("../..", __dir__)
 
 # Test helpers, once: a fresh database per test, servers that must be up
-# under CI=true, and the Rust CLI's binary.
+# under CI=true, and the Rust CLI's binary. Every test that needs a server
+# asks need_postgres! (or a PostgreSQL store below) or need_server!, and
+# both decide through unavailable!, the one rule.
 module Support
   PG_URL = ENV.fetch("ONCEONLY_TEST_PG", "postgres://postgres@127.0.0.1:5432/test")
 
@@ -27,6 +29,19 @@ module Support
 
     warn "\n!!! SKIPPED #{test.name}: #{what} is unreachable (outside CI a test may skip; under CI=true it fails) !!!"
     test.skip("#{what} unreachable")
+  end
+
+  # Runs the block, a probe of the server `what` names (a PING, a
+  # FLUSHDB); when it raises, the server is unavailable!.
+  def need_server!(test, what)
+    yield
+  rescue StandardError => e
+    unavailable!(test, "#{what} (#{e.class}: #{e.message.lines.first&.strip})")
+  end
+
+  # The tests' PostgreSQL answers, or unavailable!.
+  def need_postgres!(test)
+    unavailable!(test, "PostgreSQL at #{PG_URL}") unless pg_up?
   end
 
   def pg_up?
@@ -83,7 +98,7 @@ module FreshStores
   end
 
   def pg_store
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     require "onceonly/stores/postgres"
     schema = "rb_#{SecureRandom.hex(5)}"
     store = Onceonly.connect(Support::PG_URL, schema: schema)
@@ -94,7 +109,7 @@ module FreshStores
 
   # A fresh PostgreSQL database (the Rust CLI always uses the schema `onceonly`).
   def pg_database_url
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rb_#{SecureRandom.hex(5)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }
