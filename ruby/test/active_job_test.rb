@@ -282,7 +282,7 @@ class ActiveJobPostgresTest < Minitest::Test
   include ActiveJobCases
 
   def connect
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rails_#{SecureRandom.hex(5)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }
