@@ -15,7 +15,7 @@ class CreditLedger implements ShouldQueue
 {
     use Dispatchable, InteractsWithQueue, Queueable, Guarded;
 
-    public $timeout = 20;
+    public $timeout = 4;
 
     public function __construct(public string $entry, public int $amount)
     {
@@ -23,7 +23,7 @@ class CreditLedger implements ShouldQueue
 
     public static function onceonly(): array
     {
-        return ['job' => 'credit_ledger', 'effect' => 'local', 'lease' => 30];
+        return ['job' => 'credit_ledger', 'effect' => 'local', 'lease' => 6];
     }
 
     public function operationKey(): string

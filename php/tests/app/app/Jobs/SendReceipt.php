@@ -20,8 +20,10 @@ class SendReceipt implements ShouldQueue
 {
     use Dispatchable, InteractsWithQueue, Queueable, Guarded;
 
-    public $timeout = 20;
-    public $tries = 5;
+    // Short, so a killed worker's job comes back within seconds in the tests:
+    // queue:work's start check holds retry_after > 4 s and the lease (6 s) > 4 s.
+    public $timeout = 4;
+    public $tries = 10;
 
     public function __construct(public string $order, public string $to = 'a@example.com')
     {
@@ -29,7 +31,7 @@ class SendReceipt implements ShouldQueue
 
     public static function onceonly(): array
     {
-        return ['job' => 'send_receipt', 'effect' => (string) (getenv('TEST_EFFECT') ?: 'opaque'), 'on_stale' => getenv('TEST_EFFECT') === 'keyed' ? null : 'hold', 'lease' => 30];
+        return ['job' => 'send_receipt', 'effect' => (string) (getenv('TEST_EFFECT') ?: 'opaque'), 'on_stale' => getenv('TEST_EFFECT') === 'keyed' ? null : 'hold', 'lease' => 6];
     }
 
     public function operationKey(): string
