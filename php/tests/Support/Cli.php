@@ -11,9 +11,9 @@ final class Cli
 {
     public static function path(TestCase $t): string
     {
-        $cli = getenv('ONCEONLY_CLI') ?: '/tmp/bin/onceonly';
+        $cli = getenv('ONCEONLY_BIN') ?: (getenv('ONCEONLY_CLI') ?: '/tmp/bin/onceonly');
         if (!is_executable($cli)) {
-            $why = "no onceonly CLI at $cli (cargo build -p onceonly-cli; ONCEONLY_CLI=PATH)";
+            $why = "no onceonly CLI at $cli (cargo build -p onceonly-cli; ONCEONLY_BIN=PATH)";
             getenv('CI') === 'true' ? $t->fail($why) : $t->markTestSkipped($why);
         }
         return $cli;
