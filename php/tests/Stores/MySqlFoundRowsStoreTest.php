@@ -6,6 +6,8 @@ namespace Onceonly\Tests\Stores;
 
 final class MySqlFoundRowsStoreTest extends StoreContract
 {
+    use MySqlOnly;
+
     protected function kind(): string
     {
         return 'mysql-found-rows';

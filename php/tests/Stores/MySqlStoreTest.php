@@ -6,6 +6,8 @@ namespace Onceonly\Tests\Stores;
 
 final class MySqlStoreTest extends StoreContract
 {
+    use MySqlOnly;
+
     protected function kind(): string
     {
         return 'mysql';

@@ -197,27 +197,4 @@ abstract class StoreContract extends TestCase
         $this->claimed($this->store->claim('job', "e\u{301}", 'w1', Payload::none(), 30_000));
         $this->assertSame("e\u{301}", $this->store->get('job', "e\u{301}")->record->opKey);
     }
-
-    public function testTheMySqlSuitesRunBothCountingModes(): void
-    {
-        if (!str_starts_with($this->kind(), 'mysql')) {
-            $this->markTestSkipped('a MySQL driver flag');
-        }
-        // The trap itself: an UPDATE that matches a row and changes nothing
-        // counts 1 with MYSQL_ATTR_FOUND_ROWS and 0 without. The deciding
-        // statements never do that (version + 1), so both suites pass alike.
-        $c = $this->claimed($this->store->claim('job', 'k', 'w1', Payload::none(), 30_000));
-        $n = $this->store->pdo()->exec("UPDATE onceonly_ops SET owner = owner WHERE op_key = 'k'");
-        $this->assertSame($this->kind() === 'mysql-found-rows' ? 1 : 0, $n);
-        $this->assertSame(1, $c->token);
-    }
-
-    public function testAValueTooLongForItsColumnIsRefused(): void
-    {
-        if (!str_starts_with($this->kind(), 'mysql')) {
-            $this->markTestSkipped('text columns without a length here; the key rules refuse long keys before any store');
-        }
-        $this->expectException(DatabaseError::class);
-        $this->store->claim(str_repeat('j', 129), 'k', 'w1', Payload::none(), 30_000);
-    }
 }
