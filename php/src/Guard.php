@@ -51,6 +51,9 @@ final class Guard
     /** @var callable(string, \Throwable): void */
     private $log;
 
+    /** @var callable(int): void */
+    private $sleep;
+
     public readonly string $owner;
 
     public function __construct(public readonly Store $store, public readonly JobSpec $spec, ?string $owner = null)
@@ -59,6 +62,7 @@ final class Guard
         $this->log = static function (string $what, \Throwable $e): void {
             error_log("onceonly: $what: " . $e->getMessage());
         };
+        $this->sleep = static fn (int $ms) => usleep($ms * 1000);
     }
 
     /**
@@ -69,6 +73,13 @@ final class Guard
     public function withFaults(callable $faults): self
     {
         $this->faults = $faults;
+        return $this;
+    }
+
+    /** How the guard waits between tries under one claim, in ms (tests; default usleep). */
+    public function withSleep(callable $sleep): self
+    {
+        $this->sleep = $sleep;
         return $this;
     }
 
@@ -196,7 +207,7 @@ final class Guard
                         $answer = 'timed_out';
                         break;
                     }
-                    usleep($step['ms'] * 1000);
+                    ($this->sleep)($step['ms']);
                     $answer = 'slept';
                     break;
                 case 'withdraw':
