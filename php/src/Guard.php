@@ -37,11 +37,11 @@ use Onceonly\Store\Store;
  * claim and the completion.
  *
  * The shell has no heartbeat thread (PHP runs one job at a time): before the
- * effect, the machine's `cancel_requested` step renews the lease and reads
- * the cancel request in one statement (heartbeat.sql); a claim found gone
- * there answers "cancel requested", so nothing is sent and the write that
- * follows finds the claim lost. The job timeout must be shorter than the
- * lease (JobSpec::checkTiming).
+ * effect, the machine's `cancel_requested` step reads the row (get.sql); a
+ * claim found gone or moved on there answers "cancel requested", so nothing
+ * is sent and the write that follows finds the claim lost. The job timeout
+ * must be shorter than the lease (JobSpec::checkTiming), so a claim never
+ * needs renewing.
  */
 final class Guard
 {
@@ -190,8 +190,11 @@ final class Guard
                         $answer = false; // a local claim lives inside one transaction
                         break;
                     }
-                    $hb = $this->store->heartbeat($job, $key, $claim->token, $this->spec->leaseMs);
-                    $answer = $hb === null ? true : $hb[1];
+                    // A read, not a write: the claim is younger than its lease and
+                    // the job timeout shorter than the lease, so nothing to renew.
+                    $s = $this->store->get($job, $key);
+                    $ours = $s !== null && $s->record->state === State::Claimed && $s->record->token === $claim->token;
+                    $answer = $ours ? $s->record->cancelRequested : true;
                     break;
                 case 'perform':
                     $ctx = new EffectCtx($job, $key, Keys::idempotencyKey($job, $key), $claim->token, $claim->attempts, $step['try'], $payload->value(), $deadline, $conn);

@@ -130,6 +130,12 @@ final class Transcript
     {
     }
 
+    /** The kind of the next recorded step. */
+    public function peek(): ?string
+    {
+        return $this->case['steps'][$this->at]['step']['do'] ?? null;
+    }
+
     /** The recorded answer to a step of kind $do, after checking $fields against the recorded step. */
     public function next(string $do, array $fields): mixed
     {
@@ -230,6 +236,7 @@ final class TranscriptStore extends Store
     public function claim(string $job, string $key, string $owner, Payload $payload, int $leaseMs, ?\PDO $in = null): Claim|Snapshot
     {
         $a = $this->script->next('claim', []);
+        $this->token = $a['claimed']['token'] ?? null;
         return isset($a['claimed']) ? new Claim($a['claimed']['token'], $a['claimed']['attempts'], 0, $leaseMs) : $this->script->row($a['existing']);
     }
 
@@ -237,11 +244,22 @@ final class TranscriptStore extends Store
     {
         $settle = array_search($to, Protocol::TAKE_OVER_TO, true);
         $a = $this->script->next('take_over', ['settle' => $settle, 'stale_token' => $staleToken, 'reason' => $reason]);
+        $this->token = $a['token'] ?? $this->token;
         return $a === null ? null : new Claim($a['token'], $a['attempts'], 0, $leaseMs);
     }
 
+    /** The token of the claim handed out last. */
+    public ?int $token = null;
+
     public function get(string $job, string $key, ?\PDO $in = null): ?Snapshot
     {
+        if ($this->script->peek() === 'cancel_requested') {
+            // The shell reads the row to answer cancel_requested: ours, with the recorded flag.
+            $flag = $this->script->next('cancel_requested', []);
+            return $this->script->row(['state' => 'claimed', 'token' => $this->token, 'attempts' => 1, 'owner' => 'w-me',
+                'fingerprint' => 'fp-1', 'claimed_at_ms' => 0, 'lease_until_ms' => 30_000, 'due_at_ms' => null,
+                'external_ref' => null, 'result' => null, 'error' => null, 'cancel_requested' => $flag, 'now_ms' => 1]);
+        }
         return $this->script->row($this->script->next('read', []));
     }
 
@@ -261,10 +279,6 @@ final class TranscriptStore extends Store
         ]);
     }
 
-    public function heartbeat(string $job, string $key, int $token, int $leaseMs): ?array
-    {
-        return [0, $this->script->next('cancel_requested', [])];
-    }
 
     public function audit(string $job, string $key, string $event, string $actor, int $token, ?string $from, ?string $to, ?string $detail, ?int $attempt = null, ?int $retryAfterMs = null): void
     {
