@@ -40,6 +40,6 @@ cp -r php/composer.json php/src php/sql "$tmp/"
   require "vendor/autoload.php";
   $p = Onceonly\Payload::parse("{\"b\":1,\"a\":2}");
   if ($p->json !== "{\"a\":2,\"b\":1}") { fwrite(STDERR, "composer autoload: $p->json\n"); exit(1); }
-  echo "composer autoload: Onceonly\\\\Payload loads\n";')
+  echo "composer autoload: the package loads\n";')
 
 DB_DATABASE=laravel_outbox_ci REDIS_DB=12 php/examples/outbox/kill-9-test.sh
