@@ -74,4 +74,6 @@ printf("median: unguarded %.2f ms/job, guarded %.2f ms/job: the guard costs %.2f
     $plain, $guarded, $guarded - $plain, $db === 'mysql' ? 'MariaDB 10.11' : 'PostgreSQL', $workers, $workers > 1 ? 's' : '', $lines, 2 * $jobs * $rounds);
 if ($db === 'mysql') {
     (new PDO('mysql:host=127.0.0.1', 'root', ''))->exec("DROP DATABASE `$name`");
+} else {
+    (new PDO('pgsql:host=127.0.0.1;dbname=laravel_php', 'postgres'))->exec("DROP SCHEMA \"$name\" CASCADE");
 }
