@@ -36,17 +36,28 @@ use Onceonly\Outcome;
  */
 final class GuardMiddleware
 {
+    /**
+     * @param array<string, mixed>|null $options the job's onceonly() settings for this instance instead of the class's
+     *        (a job class whose instances are different operations kinds: the replay's)
+     * @param (callable(string): (bool|string))|null $faults a fault hook (tests, the replay): see Guard::withFaults
+     */
+    public function __construct(private readonly ?array $options = null, private $faults = null)
+    {
+    }
+
     public function handle(object $job, callable $next): mixed
     {
         $class = get_class($job);
         $records = app(Records::class);
-        $conn = $class::onceonly()['connection'] ?? null;
+        $options = $this->options ?? $class::onceonly();
+        $conn = $options['connection'] ?? null;
         $timeout = $job->job?->timeout();
         $workerTimeout = config('onceonly.worker_timeout');
-        $spec = Specs::of($class, $timeout !== null ? (int) $timeout : ($workerTimeout === null ? null : (int) $workerTimeout));
+        $seconds = $timeout !== null ? (int) $timeout : ($workerTimeout === null ? null : (int) $workerTimeout);
+        $spec = Specs::of($class, $seconds, null, $options);
         $guard = new Guard($records->store($conn), $spec);
-        if (($faults = app()->bound('onceonly.faults') ? app('onceonly.faults') : null) !== null) {
-            $guard->withFaults($faults);
+        if ($this->faults !== null) {
+            $guard->withFaults($this->faults);
         }
         $key = $job->operationKey();
         $effect = function (EffectCtx $ctx) use ($job, $next): mixed {

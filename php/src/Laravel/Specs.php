@@ -18,12 +18,12 @@ final class Specs
      * @param int|null $workerTimeout the worker's --timeout (seconds), for a job without its own $timeout
      * @param array{int, string}|null $retryAfter the queue connection's retry_after (seconds) and where it is set
      */
-    public static function of(string $class, ?int $workerTimeout = null, ?array $retryAfter = null): JobSpec
+    public static function of(string $class, ?int $workerTimeout = null, ?array $retryAfter = null, ?array $options = null): JobSpec
     {
-        if (!method_exists($class, 'onceonly')) {
+        if ($options === null && !method_exists($class, 'onceonly')) {
             throw new InvalidInput("$class does not use Onceonly\\Laravel\\Guarded (no onceonly())");
         }
-        $o = $class::onceonly();
+        $o = $options ?? $class::onceonly();
         $own = self::ownTimeout($class);
         $timeout = $own ?? $workerTimeout ?? self::WORKER_TIMEOUT;
         $lease = isset($o['lease']) ? (int) $o['lease'] : $timeout + 60;
