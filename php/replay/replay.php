@@ -8,14 +8,15 @@
 // (replaced by a new one). The report has the shape of `onceonly replay
 // --json`; the exit status is 1 when a guarded count breaks its policy.
 //
-//   php php/replay/replay.php [--db mysql|pgsql] [--runs 3] [--json FILE]
+//   php php/replay/replay.php [--db mysql|pgsql] [--runs 3] [--json FILE] [--only 2,4] [--keep]
 //
 // MariaDB on 127.0.0.1 (root), PostgreSQL (postgres), Redis DB
 // $ONCEONLY_TEST_REDIS_DB (default 3). Each run uses a database (or schema)
 // and a Redis prefix of its own, dropped at the end.
 declare(strict_types=1);
 
-$opt = getopt('', ['db:', 'runs:', 'json:']);
+$opt = getopt('', ['db:', 'runs:', 'json:', 'only:', 'keep']);
+$only = isset($opt['only']) ? array_map('intval', explode(',', (string) $opt['only'])) : null;
 $dbKind = (string) ($opt['db'] ?? 'mysql');
 $runs = (int) ($opt['runs'] ?? 3);
 $jsonOut = $opt['json'] ?? null;
@@ -172,6 +173,9 @@ $records = function (string $job) use ($store): array {
 $entries = [];
 $sigkillsBefore = 0;
 foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
+    if ($only !== null && !in_array($number, $only, true)) {
+        continue;
+    }
     $t0 = microtime(true);
     $workers = $scenario === 'concurrent' ? $arg : 2;
     $pool($workers);
@@ -205,7 +209,17 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
                     $send('k', $p, $arg);
                     break;
                 case 'stale':
-                    if ($mode === 'guarded') {
+                    if ($mode === 'guarded' && $kind === 'local') {
+                        // A local claim lives inside its transaction: the dead worker's is
+                        // one still open (its row locked), rolled back when it "dies" below.
+                        $dead = $store instanceof Onceonly\Store\PgStore
+                            ? new PDO(Onceonly\Store\PgStore::dsn($store->url)[0], 'postgres')
+                            : new PDO(...Onceonly\Store\MySqlStore::dsn($store->url));
+                        $dead->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
+                        $dead->beginTransaction();
+                        $store->claim($job, 'k', 'replay-dead-worker', Onceonly\Payload::of($p), 3000, $dead);
+                        $deadTx = $dead;
+                    } elseif ($mode === 'guarded') {
                         // A worker that claimed and died before acting, just now: its lease (3 s)
                         // keeps the first delivery out; after it, the policy settles the claim.
                         $store->claim($job, 'k', 'replay-dead-worker', Onceonly\Payload::of($p), 3000);
@@ -222,6 +236,11 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
             }
         }
     }
+    if (isset($deadTx)) {
+        usleep(1_500_000); // the delivery waits on the dead worker's row lock meanwhile
+        $deadTx->rollBack();
+        unset($deadTx);
+    }
     // The sequential scenarios: each delivery after the last one settled.
     if (in_array($scenario, ['repeat', 'fail_after', 'other_payload'], true)) {
         for ($d = 0; $d < ($scenario === 'repeat' ? 3 : 2); $d++) {
@@ -235,6 +254,28 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
         }
     }
     $settled = $settle($workers, 60);
+    // Every guarded operation recorded and settled (a queue seen empty for a
+    // moment is not enough: wait for the records too).
+    $expected = match ($scenario) {
+        'concurrent' => $runs,
+        'similar' => 2,
+        default => 1,
+    };
+    $deadline = microtime(true) + 30;
+    while (microtime(true) < $deadline) {
+        $short = false;
+        foreach ($jobsOf['guarded'] as $job) {
+            $r = $records($job);
+            if ($r['count'] < $expected || isset($r['states']['claimed'])) {
+                $short = true;
+            }
+        }
+        if (!$short && $queued() === 0) {
+            break;
+        }
+        $pool($workers);
+        usleep(200_000);
+    }
     foreach ($kinds as $kind) {
         $a = $allowed($number, $kind) + ['counted' => 'effects'];
         $base = ['number' => $number, 'title' => $title, 'scenario' => $scenario, 'kind' => $kind, 'variant' => is_array($arg) ? $arg[1] : ($scenario === 'concurrent' ? "$arg workers" : null)];
@@ -307,6 +348,10 @@ if ($jsonOut !== null) {
 }
 
 // -- clean up ------------------------------------------------------------------------
+if (isset($opt['keep'])) {
+    fwrite(STDERR, "kept $runId\n");
+    exit($report['pass'] ? 0 : 1);
+}
 $keys = $redis->keys($env['REDIS_PREFIX'] . '*');
 if ($keys) {
     $redis->del($keys);

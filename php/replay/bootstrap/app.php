@@ -1,6 +1,6 @@
 <?php
 require_once 'Illuminate/autoload.php';
-require_once __DIR__ . '/../../../autoload.php';
+require_once __DIR__ . '/../../autoload.php';
 spl_autoload_register(static function (string $class): void {
     if (str_starts_with($class, 'App\\')) {
         $file = __DIR__ . '/../app/' . str_replace('\\', '/', substr($class, 4)) . '.php';
