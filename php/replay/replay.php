@@ -177,6 +177,8 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
         continue;
     }
     $t0 = microtime(true);
+    $deathsBefore = count($deaths);
+    $startedBefore = $started_workers;
     $workers = $scenario === 'concurrent' ? $arg : 2;
     $pool($workers);
     usleep($scenario === 'concurrent' ? 3_000_000 : 300_000); // every worker booted before the deliveries
@@ -276,6 +278,8 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
         $pool($workers);
         usleep(200_000);
     }
+    $pool($workers);
+    $scenarioKills = count($deaths) - $deathsBefore;
     foreach ($kinds as $kind) {
         $a = $allowed($number, $kind) + ['counted' => 'effects'];
         $base = ['number' => $number, 'title' => $title, 'scenario' => $scenario, 'kind' => $kind, 'variant' => is_array($arg) ? $arg[1] : ($scenario === 'concurrent' ? "$arg workers" : null)];
@@ -305,6 +309,11 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
             'guarded' => ['total' => $guarded],
             'records' => $rec,
             'runs' => $per,
+            'job_type' => $jobsOf['guarded'][$kind],
+            'error' => null,
+            'skipped' => null,
+            'processes' => $started_workers - $startedBefore,
+            'sigkills' => $scenarioKills,
             'failures' => $failures,
             'pass' => !$failures,
             'verdict' => $failures ? 'fail' : 'pass',
@@ -315,7 +324,7 @@ foreach ($scenarios as $si => [$number, $title, $scenario, $arg]) {
 $pool(0);
 
 // -- the report -------------------------------------------------------------------
-$summary = ['pass' => 0, 'fail' => 0, 'not_applicable' => 0];
+$summary = ['pass' => 0, 'fail' => 0, 'not_applicable' => 0, 'skipped' => 0];
 foreach ($entries as $e) {
     $summary[$e['verdict'] === 'n/a' ? 'not_applicable' : $e['verdict']]++;
 }
