@@ -5,7 +5,8 @@
 # stores with MySQL in both counting modes, the guard on each, the Rust CLI
 # on the same MariaDB and SQLite records, real `queue:work` workers on
 # Redis with a SIGKILL), composer's autoloader, and the example's kill -9
-# script. Redis DB 12 (CI's); MariaDB databases laravel_*.
+# script, and the replay through queue:work workers on MariaDB and
+# PostgreSQL. Redis DB 12 (CI's); MariaDB databases laravel_*.
 set -euo pipefail
 
 packages=(php8.2-cli php-laravel-framework php-redis php8.2-mysql php8.2-pgsql php8.2-sqlite3 phpunit composer mariadb-client)
@@ -43,3 +44,7 @@ cp -r php/composer.json php/src php/sql "$tmp/"
   echo "composer autoload: the package loads\n";')
 
 DB_DATABASE=laravel_outbox_ci REDIS_DB=12 php/examples/outbox/kill-9-test.sh
+
+# The replay through real queue:work workers (docs/laravel.md), on MariaDB and PostgreSQL.
+php php/replay/replay.php --db mysql --runs 3 --json "$tmp/replay-laravel-mysql.json"
+php php/replay/replay.php --db pgsql --runs 3 --json "$tmp/replay-laravel-pgsql.json"

@@ -20,7 +20,7 @@ $only = isset($opt['only']) ? array_map('intval', explode(',', (string) $opt['on
 $dbKind = (string) ($opt['db'] ?? 'mysql');
 $runs = (int) ($opt['runs'] ?? 3);
 $jsonOut = $opt['json'] ?? null;
-$runId = 'replay_' . bin2hex(random_bytes(3));
+$runId = 'laravel_replay_' . bin2hex(random_bytes(3));
 $started = microtime(true);
 $faults = sys_get_temp_dir() . "/$runId-faults";
 mkdir($faults);
