@@ -1,6 +1,7 @@
 <?php
 return [
     'default' => env('DB_CONNECTION', 'mysql'),
+    'migrations' => 'migrations',
     'connections' => [
         'mysql' => [
             'driver' => 'mysql',

@@ -31,6 +31,7 @@ final class OnceonlyServiceProvider extends ServiceProvider
         if (!$this->app->runningInConsole()) {
             return;
         }
+        $this->loadMigrationsFrom(__DIR__ . '/migrations');
         $this->commands([Console\MigrateCommand::class, Console\HeldCommand::class, Console\StuckCommand::class]);
         Event::listen(CommandStarting::class, function (CommandStarting $e): void {
             if ($e->command !== 'queue:work' && $e->command !== 'queue:listen') {

@@ -124,4 +124,15 @@ final class QueueWorkTest extends TestCase
         [$code, $out, $err] = $app->artisan([], 'queue:work', 'redis', '--timeout=60', '--stop-when-empty');
         $this->assertSame(0, $code, $out . $err);
     }
+
+    public function testArtisanMigrateCreatesTheTablesOnce(): void
+    {
+        $url = \Onceonly\Tests\Support\Databases::mysqlUrl($this);
+        $this->app = $app = new LaravelApp($this, substr($url, strrpos($url, '/') + 1));
+        $this->assertStringContainsString('create_onceonly_tables', $app->artisanOk('migrate'));
+        $this->assertStringContainsString('Nothing to migrate', $app->artisanOk('migrate'));
+        $versions = $app->pdo()->query('SELECT version FROM onceonly_migrations ORDER BY version')->fetchAll(\PDO::FETCH_COLUMN);
+        $this->assertSame([1, 2], array_map('intval', $versions));
+        $this->assertNull($app->record('send_receipt', 'none'));
+    }
 }

@@ -1,6 +1,7 @@
 <?php
 return [
     'default' => 'mysql',
+    'migrations' => 'migrations',
     'connections' => [
         'mysql' => [
             'driver' => 'mysql',
