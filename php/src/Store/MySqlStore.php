@@ -100,7 +100,7 @@ final class MySqlStore extends Store
         }
         $conn->setAttribute(PDO::ATTR_EMULATE_PREPARES, false);
         $conn->exec(Sql::query('mysql', 'session_strict'));
-        $conn->exec("SET SESSION time_zone = '+00:00'");
+        $conn->exec(Sql::query('mysql', 'session_time_zone'));
         $mode = (string) $conn->query(Sql::query('mysql', 'session_sql_mode'))->fetchColumn();
         if (!str_contains($mode, 'STRICT_ALL_TABLES')) {
             throw new DatabaseError('cannot put the session of ' . DbUrl::redact($this->url) . " in strict mode (sql_mode is $mode)");
@@ -132,6 +132,16 @@ final class MySqlStore extends Store
         } finally {
             $conn->query(Sql::query('mysql', 'migrate_unlock'))->closeCursor();
         }
+        // Tables made by hand or converted could compare keys by another
+        // collation: `k`, `K` and `k ` would be one operation.
+        foreach ($conn->query(Sql::query('mysql', 'identity_collations'))->fetchAll(PDO::FETCH_ASSOC) as $c) {
+            if (!in_array($c['collation_name'], ['utf8mb4_nopad_bin', 'utf8mb4_0900_bin'], true)) {
+                throw new DatabaseError(sprintf(
+                    '%s: %s.%s compares by %s; onceonly needs utf8mb4_nopad_bin (MySQL 8: utf8mb4_0900_bin), or k, K and "k " are one key',
+                    DbUrl::redact($this->url), $c['table_name'], $c['column_name'], $c['collation_name'],
+                ));
+            }
+        }
     }
 
     public function claim(string $job, string $key, string $owner, Payload $payload, int $leaseMs, ?PDO $in = null): Claim|Snapshot
@@ -140,6 +150,19 @@ final class MySqlStore extends Store
             [, $rows] = $this->run($conn, 'now', [$this->clockOffsetMs]);
             $now = (int) $rows[0]['now'];
             $leaseUntil = $now + $leaseMs;
+            // In the caller's transaction a record a plain read finds is locked
+            // (get_locked.sql) before anything is written: two transactions
+            // claiming it queue on the lock instead of each holding the
+            // duplicate key's shared lock and deadlocking (1213) on the update.
+            // A key no read finds is inserted (a locking read of a missing key
+            // takes a gap lock; two such inserts deadlock).
+            if ($in !== null && $this->read($conn, $job, $key, false) !== null) {
+                [, $rows] = $this->run($conn, 'get_locked', [$this->clockOffsetMs, $job, $key]);
+                if ($rows) {
+                    return $this->claimExisting($conn, $job, $key, $owner, $payload, $now, $leaseUntil, true,
+                        new Snapshot(Record::fromRow($rows[0]), (int) $rows[0]['now']));
+                }
+            }
             try {
                 [$n] = $this->run($conn, 'claim_insert', [$job, $key, $owner, $payload->fingerprint, $payload->json, $now, $leaseUntil, $now, $now]);
                 if ($n !== 1) {
@@ -155,19 +178,25 @@ final class MySqlStore extends Store
             if ($snap === null) {
                 throw new DatabaseError("$job:$key conflicted on claim but is gone (purged meanwhile?)");
             }
-            $r = $snap->record;
-            // Not claimable as read: no update (in the caller's transaction
-            // the duplicate key left a shared lock; racing upgrades deadlock).
-            if ($r->state !== State::Queued || $r->fingerprint !== $payload->fingerprint || ($r->dueAt !== null && $r->dueAt > $now)) {
-                return $snap;
-            }
-            [$n] = $this->run($conn, 'claim_update', [$owner, $now, $leaseUntil, $now, $job, $key, $r->token, $payload->fingerprint, $now]);
-            if ($this->decided($n, 'claim update')) {
-                return new Claim($r->token + 1, $r->attempts + 1, $now, $leaseUntil);
-            }
-            return $this->read($conn, $job, $key, $in !== null)
-                ?? throw new DatabaseError("$job:$key conflicted on claim but is gone (purged meanwhile?)");
+            return $this->claimExisting($conn, $job, $key, $owner, $payload, $now, $leaseUntil, $in !== null, $snap);
         });
+    }
+
+    /** Claims the record read, fenced on its token, when it is claimable; else the row as it stands. */
+    private function claimExisting(PDO $conn, string $job, string $key, string $owner, Payload $payload, int $now, int $leaseUntil, bool $inTx, Snapshot $snap): Claim|Snapshot
+    {
+        $r = $snap->record;
+        // Not claimable as read: no update (in the caller's transaction
+        // the duplicate key left a shared lock; racing upgrades deadlock).
+        if ($r->state !== State::Queued || $r->fingerprint !== $payload->fingerprint || ($r->dueAt !== null && $r->dueAt > $now)) {
+            return $snap;
+        }
+        [$n] = $this->run($conn, 'claim_update', [$owner, $now, $leaseUntil, $now, $job, $key, $r->token, $payload->fingerprint, $now]);
+        if ($this->decided($n, 'claim update')) {
+            return new Claim($r->token + 1, $r->attempts + 1, $now, $leaseUntil);
+        }
+        return $this->read($conn, $job, $key, $inTx)
+            ?? throw new DatabaseError("$job:$key conflicted on claim but is gone (purged meanwhile?)");
     }
 
     public function takeOver(string $job, string $key, int $staleToken, State $to, string $owner, int $leaseMs, string $reason): ?Claim

@@ -40,6 +40,24 @@ trait MySqlOnly
         }
     }
 
+    public function testMigrateRefusesKeysThatCompareByAnotherCollation(): void
+    {
+        $this->store->pdo()->exec('ALTER TABLE onceonly_ops MODIFY op_key VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL');
+        $this->expectException(DatabaseError::class);
+        $this->expectExceptionMessage('onceonly_ops.op_key compares by utf8mb4_unicode_ci');
+        $this->store->migrate();
+    }
+
+    public function testAClaimInTheCallersTransactionTakesAQueuedRecordThroughTheLockingRead(): void
+    {
+        $this->assertTrue($this->store->enqueue('job', 'k', Payload::none()));
+        $pdo = $this->store->pdo();
+        $pdo->beginTransaction();
+        $c = $this->claimedHere($this->store->claim('job', 'k', 'w1', Payload::none(), 30_000, $pdo));
+        $pdo->commit();
+        $this->assertSame([1, 1], [$c->token, $c->attempts]);
+    }
+
     public function testAValueTooLongForItsColumnIsRefused(): void
     {
         $this->expectException(DatabaseError::class);
