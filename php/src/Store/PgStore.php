@@ -52,10 +52,22 @@ final class PgStore extends Store
         }
     }
 
-    public function prepareConnection(PDO $conn): PDO
+    protected function run(PDO $conn, string $name, array $args): array
     {
-        $conn->setAttribute(PDO::ATTR_EMULATE_PREPARES, true);
-        return $conn;
+        $order = $this->rewrite($name)[1];
+        $positional = array_map(static fn (int $n) => $args[$n - 1] ?? null, $order);
+        // A caller's connection (a local effect's) keeps its own setting.
+        $was = $conn->getAttribute(PDO::ATTR_EMULATE_PREPARES);
+        if (!$was) {
+            $conn->setAttribute(PDO::ATTR_EMULATE_PREPARES, true);
+        }
+        try {
+            return parent::run($conn, $name, $positional);
+        } finally {
+            if (!$was) {
+                $conn->setAttribute(PDO::ATTR_EMULATE_PREPARES, false);
+            }
+        }
     }
 
     /** @return array{string, ?string, ?string} PDO's DSN, user and password for a postgres:// URL */
@@ -96,12 +108,6 @@ final class PgStore extends Store
         return $this->rewrite($name)[0];
     }
 
-    protected function run(PDO $conn, string $name, array $args): array
-    {
-        $order = $this->rewrite($name)[1];
-        $positional = array_map(static fn (int $n) => $args[$n - 1] ?? null, $order);
-        return parent::run($conn, $name, $positional);
-    }
 
     protected function bind(mixed $v): array
     {
