@@ -14,6 +14,7 @@
 //! docs/DESIGN.md section 2 explains the table; `docs/protocol.md` walks
 //! through it.
 
+pub mod decide;
 mod policy;
 mod row;
 
