@@ -13,9 +13,10 @@ use tracing::{debug, info, warn};
 use super::*;
 use crate::audit::append;
 use crate::effect::{LookupOutcome, WithdrawOutcome};
+use crate::fault::FaultAction;
 use crate::protocol::decide::{
-    Answer, AuditStep, ClaimAnswer, Done, EffectAnswer, LookupAnswer, SleepAnswer, StoredRow,
-    WithdrawAnswer,
+    Answer, AuditStep, ClaimAnswer, Claimed, Done, EffectAnswer, FaultAnswer, LookupAnswer,
+    SleepAnswer, StoredRow, WithdrawAnswer,
 };
 use crate::protocol::Move;
 use crate::store::{ClaimRow, OpAudit, OpClaim, OpHeartbeat};
@@ -214,6 +215,14 @@ impl<S: Store> Guard<S> {
         })
     }
 
+    /// What the fault hook says at `point`.
+    pub(super) fn fault(&self, point: FaultPoint) -> FaultAnswer {
+        match self.fault_hook.as_ref().map(|hook| hook(point)) {
+            Some(FaultAction::Crash) => FaultAnswer::Crash,
+            _ => FaultAnswer::Continue,
+        }
+    }
+
     /// The job timeout and heartbeat of the tries starting now.
     fn tries(&self) -> Tries {
         let now = Instant::now();
@@ -300,6 +309,14 @@ impl<S: Store> Guard<S> {
             retry_after: a.retry_after_ms.map(Duration::from_millis),
         };
         append(&self.store, &p).await;
+    }
+}
+
+/// The machine's view of a claim.
+pub(super) fn claimed(claim: &Claim) -> Claimed {
+    Claimed {
+        token: claim.token,
+        attempts: claim.attempts,
     }
 }
 

@@ -17,10 +17,12 @@ use crate::error::{Error, Result};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
-use crate::protocol::decide::{self, Claimed, Decider, Entry, Failure, Job, MoveStep, Step};
+use crate::protocol::decide::{self, Decider, Entry, Failure, Job, MoveStep, Step};
+
 use crate::record::{DbTime, Record};
 use crate::spec::{EffectKind, JobSpec};
 use crate::store::{Claim, Store};
+use act::claimed;
 
 /// What became of one delivery of an operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -323,22 +325,6 @@ impl<S: Store> Guard<S> {
             },
             Failure::Timeout { .. } => Error::Timeout(self.spec.timeout),
         }
-    }
-
-    /// What the fault hook says at `point`.
-    fn fault(&self, point: FaultPoint) -> decide::FaultAnswer {
-        match self.fault_hook.as_ref().map(|hook| hook(point)) {
-            Some(crate::fault::FaultAction::Crash) => decide::FaultAnswer::Crash,
-            _ => decide::FaultAnswer::Continue,
-        }
-    }
-}
-
-/// The machine's view of a claim.
-fn claimed(claim: &Claim) -> Claimed {
-    Claimed {
-        token: claim.token,
-        attempts: claim.attempts,
     }
 }
 

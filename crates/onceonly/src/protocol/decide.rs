@@ -34,7 +34,7 @@ use crate::store::OpMove;
 
 /// What the machine needs to know of the job: its effect kind (and stale
 /// policy), how often it retries under one claim, its lease and timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Job {
     /// The effect kind and, for opaque effects, the stale-claim policy.
     pub effect: EffectKind,
@@ -88,7 +88,7 @@ impl Serialize for Job {
 
 /// A claim this worker holds: its fencing token and the claims taken so
 /// far, this one included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Claimed {
     /// The fencing token every later write names.
     pub token: i64,
@@ -97,7 +97,7 @@ pub struct Claimed {
 }
 
 /// How a delivery starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
 pub enum Entry {
     /// One delivery of a keyed, lookup or opaque job ([`crate::Guard::run`]):
@@ -129,7 +129,7 @@ pub enum Entry {
 
 /// A row as a statement read it, with the database's clock at the read
 /// (times are milliseconds on that clock).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoredRow {
     /// Where the operation stands.
     pub state: State,
@@ -204,7 +204,7 @@ impl StoredRow {
 
 /// A fenced `move` of the row ([`crate::Store::op_move`]): which [`Move`],
 /// under which token, and the values it writes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct MoveStep {
     /// The move (its rule gives the from-state, to-state and cancel fence).
     #[serde(rename = "move")]
@@ -243,7 +243,7 @@ impl MoveStep {
 }
 
 /// An event to append to the audit trail, after the write it describes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct AuditStep {
     /// The event.
     pub event: AuditKind,
@@ -262,7 +262,7 @@ pub struct AuditStep {
 }
 
 /// One thing for the interpreter to do, or the end of the delivery.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "do", rename_all = "snake_case")]
 pub enum Step {
     /// Run the claim statement for the delivery (job type, key,
@@ -332,7 +332,7 @@ impl Step {
 }
 
 /// What the claim statement found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimAnswer {
     /// The claim is ours.
@@ -343,7 +343,7 @@ pub enum ClaimAnswer {
 }
 
 /// What the effect reported.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectAnswer {
     /// It happened.
@@ -368,7 +368,7 @@ pub enum EffectAnswer {
 }
 
 /// A done effect: its reference and what repeats get back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Done {
     /// The reference at the destination.
     #[serde(default)]
@@ -383,7 +383,7 @@ pub struct Done {
 }
 
 /// What a lookup by idempotency key found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LookupAnswer {
     /// The effect exists.
@@ -408,7 +408,7 @@ pub enum LookupAnswer {
 }
 
 /// How a sleep between tries ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SleepAnswer {
     /// It slept.
@@ -422,7 +422,7 @@ pub enum SleepAnswer {
 }
 
 /// What a withdraw at the destination did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WithdrawAnswer {
     /// Gone (or never there).
@@ -433,7 +433,7 @@ pub enum WithdrawAnswer {
 }
 
 /// What the fault hook said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultAnswer {
     /// Go on.
@@ -445,7 +445,7 @@ pub enum FaultAnswer {
 /// The answer to a step. Its JSON form is the inner value alone
 /// (`true`, `null`, `{"claimed": ..}`); [`Answer::from_json`] reads it for
 /// the step it answers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum Answer {
     /// No answer: the first call of [`Decider::next`], and an audit append.
@@ -494,7 +494,7 @@ impl Answer {
 
 /// What became of the delivery (the guard's [`crate::Outcome`], with its
 /// times in milliseconds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Completed: by this delivery, or by an earlier one (`repeat`).
@@ -552,7 +552,7 @@ pub enum Outcome {
 }
 
 /// How a delivery ends in error.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Failure {
     /// The claim was taken from this worker before it could record.
@@ -589,7 +589,7 @@ pub enum Failure {
 }
 
 /// The guard's decisions for one delivery. See the module's documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Decider {
     job: Job,
     entry: Entry,
