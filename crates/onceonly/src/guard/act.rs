@@ -49,6 +49,9 @@ struct Beat {
 /// How a step run while the effect is tried ended.
 enum Flight<T> {
     Done(T),
+    /// Done, but when the job timeout had run out: a failure it reports
+    /// (a request cut at the same moment) is the timeout's.
+    Late(T),
     TimedOut,
     ClaimLost,
     Unrenewed(String),
@@ -162,6 +165,10 @@ impl<S: Store> Guard<S> {
                         Flight::Done(EffectOutcome::Done {
                             external_ref,
                             result,
+                        })
+                        | Flight::Late(EffectOutcome::Done {
+                            external_ref,
+                            result,
                         }) => EffectAnswer::Done(Done {
                             external_ref,
                             result,
@@ -170,7 +177,9 @@ impl<S: Store> Guard<S> {
                         Flight::Done(EffectOutcome::NotSent(why)) => EffectAnswer::NotSent(why),
                         Flight::Done(EffectOutcome::Unknown(why)) => EffectAnswer::Unknown(why),
                         Flight::Done(EffectOutcome::Failed(why)) => EffectAnswer::Failed(why),
-                        Flight::TimedOut => EffectAnswer::TimedOut,
+                        // A failure reported when the job timeout had run
+                        // out (a request cut at that moment) is the timeout's.
+                        Flight::TimedOut | Flight::Late(_) => EffectAnswer::TimedOut,
                         Flight::ClaimLost => EffectAnswer::ClaimLost,
                         Flight::Unrenewed(e) => EffectAnswer::LeaseUnrenewed(e),
                     },
@@ -182,13 +191,17 @@ impl<S: Store> Guard<S> {
                     Flight::Done(LookupOutcome::Found {
                         external_ref,
                         result,
+                    })
+                    | Flight::Late(LookupOutcome::Found {
+                        external_ref,
+                        result,
                     }) => LookupAnswer::Found {
                         external_ref,
                         result,
                     },
                     Flight::Done(LookupOutcome::NotFound) => LookupAnswer::NotFound,
                     Flight::Done(LookupOutcome::Unavailable(why)) => LookupAnswer::Unavailable(why),
-                    Flight::TimedOut => LookupAnswer::TimedOut,
+                    Flight::TimedOut | Flight::Late(_) => LookupAnswer::TimedOut,
                     Flight::ClaimLost => LookupAnswer::ClaimLost,
                     Flight::Unrenewed(e) => LookupAnswer::LeaseUnrenewed(e),
                 })
@@ -199,7 +212,7 @@ impl<S: Store> Guard<S> {
                 let nap = tokio::time::sleep(Duration::from_millis(*ms));
                 Answer::Sleep(match self.in_flight(ctx, tries, nap).await {
                     Flight::Done(()) => SleepAnswer::Slept,
-                    Flight::TimedOut => SleepAnswer::TimedOut,
+                    Flight::TimedOut | Flight::Late(()) => SleepAnswer::TimedOut,
                     Flight::ClaimLost => SleepAnswer::ClaimLost,
                     Flight::Unrenewed(e) => SleepAnswer::LeaseUnrenewed(e),
                 })
@@ -257,7 +270,10 @@ impl<S: Store> Guard<S> {
         };
         tokio::select! {
             biased;
-            done = work => Flight::Done(done),
+            done = work => match Instant::now() < deadline {
+                true => Flight::Done(done),
+                false => Flight::Late(done),
+            },
             trouble = beat => trouble,
             () = tokio::time::sleep_until(deadline) => Flight::TimedOut,
         }
