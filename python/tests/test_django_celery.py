@@ -1,10 +1,9 @@
 """A real Celery worker of the Django project (tests/django_project) on
-RabbitMQ and PostgreSQL: a worker SIGKILLed between its ORM write and the
+RabbitMQ and PostgreSQL, SQLite or MariaDB: a worker SIGKILLed between its ORM write and the
 commit leaves neither the row nor a record, and the redelivery writes one
 row; a task enqueued with delay_on_commit in a block that rolls back never runs."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,17 +11,14 @@ import time
 import pytest
 
 from onceonly import State
-from conftest import unreachable
+from conftest import need_server
 from test_django import PROJECT, dj, key, record, shipped  # noqa: F401 (dj: the fixture)
 
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
 
 
 def start_worker(dj, name, alias="default"):
-    try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
-    except OSError as e:
-        unreachable(AMQP, e)
+    need_server(AMQP)
     log_path = os.path.join(dj["markers"], f"{name}.log")
     env = dict(os.environ, **dj["env"], ONCEONLY_TEST_BROKER=AMQP, PYTHONPATH=PROJECT, ONCEONLY_TEST_DJANGO_RECORDS=alias)
     proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "testproj", "worker", "-P", "solo",
@@ -60,7 +56,7 @@ def tasks(dj):
         conn.default_channel.queue_delete(dj["queue"])
 
 
-@pytest.mark.parametrize("alias", ["default", "lite"])  # PostgreSQL, SQLite
+@pytest.mark.parametrize("alias", ["default", "lite", "my"])  # PostgreSQL, SQLite, MariaDB
 def test_a_worker_killed_between_the_orm_write_and_the_commit_leaves_neither(dj, tasks, alias):
     k = key()
     first, log1 = start_worker(dj, "first", alias)

@@ -21,11 +21,7 @@ class NotMigratedTest < Minitest::Test
   def setup
     super
     Sidekiq.configure_client { |c| c.redis = { url: REDIS } }
-    begin
-      Sidekiq.redis(&:flushdb)
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS}") { Sidekiq.redis(&:flushdb) }
   end
 
   def teardown
@@ -40,7 +36,7 @@ class NotMigratedTest < Minitest::Test
   end
 
   def unmigrated_pg
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     require "onceonly/stores/postgres"
     schema = "rb_#{SecureRandom.hex(5)}"
     @cleanups << -> { Support.pg_admin(%(DROP SCHEMA IF EXISTS "#{schema}" CASCADE)) }
@@ -73,6 +69,10 @@ class NotMigratedTest < Minitest::Test
     assert_push_names_migrate(unmigrated_pg)
   end
 
+  def test_mysql_push_before_migrate_names_the_command
+    assert_push_names_migrate(Onceonly.connect(mysql_database_url))
+  end
+
   def test_onceonly_migrate_creates_the_tables_from_a_url
     dir = Dir.mktmpdir("onceonly-rb")
     @cleanups << -> { FileUtils.rm_rf(dir) }
@@ -84,6 +84,14 @@ class NotMigratedTest < Minitest::Test
     store = pg_store
     ["no_such_table_here", %("#{store.schema}_reports")].each do |table|
       err = assert_raises(Onceonly::DatabaseError) { store.with_connection { |c| c.exec("SELECT * FROM #{table}") } }
+      refute_kind_of Onceonly::NotMigrated, err, table
+    end
+  end
+
+  def test_a_missing_table_of_the_users_own_stays_a_database_error_on_mysql
+    store = mysql_store
+    %w[no_such_table_here onceonly_reports].each do |table|
+      err = assert_raises(Onceonly::DatabaseError) { store.send(:with_conn, nil) { |c| c.query("SELECT * FROM #{table}") } }
       refute_kind_of Onceonly::NotMigrated, err, table
     end
   end

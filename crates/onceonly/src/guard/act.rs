@@ -11,7 +11,6 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::*;
-use crate::audit::append;
 use crate::effect::{LookupOutcome, WithdrawOutcome};
 use crate::fault::FaultAction;
 use crate::protocol::decide::{
@@ -19,6 +18,7 @@ use crate::protocol::decide::{
     SleepAnswer, StoredRow, WithdrawAnswer,
 };
 use crate::protocol::Move;
+use crate::store::append;
 use crate::store::{ClaimRow, OpAudit, OpClaim, OpHeartbeat};
 
 /// One delivery between the machine's steps: the machine, the effect's

@@ -13,12 +13,11 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::effect::{Effect, EffectCtx, EffectOutcome};
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::fault::{FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
 use crate::protocol::decide::{self, Decider, Entry, Failure, Job, MoveStep, Step};
-
 use crate::record::{DbTime, Record};
 use crate::spec::{EffectKind, JobSpec};
 use crate::store::{Claim, Store};
@@ -107,9 +106,6 @@ impl DoneAttempt {
         &self.delivery.ctx.op_key
     }
 }
-
-/// A boxed error from a local effect.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A claim taken inside the caller's transaction (local effects).
 #[derive(Debug)]

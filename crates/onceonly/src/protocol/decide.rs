@@ -25,12 +25,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+use super::OpMove;
 use super::{cancel_unsent, policy, Move, Settle};
 use crate::audit::AuditKind;
 use crate::fault::FaultPoint;
 use crate::record::{Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
-use crate::store::OpMove;
 
 /// What the machine needs to know of the job: its effect kind (and stale
 /// policy), how often it retries under one claim, its lease and timeout.

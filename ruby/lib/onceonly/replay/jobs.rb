@@ -57,10 +57,25 @@ module Onceonly
         end
       end
 
+      def mysql?(conn)
+        defined?(::Mysql2::Client) && conn.is_a?(::Mysql2::Client)
+      end
+
+      # Runs `sql` with `binds` on a Mysql2::Client, prepared and closed
+      # again; the rows as arrays.
+      def mysql_run(conn, sql, binds)
+        stmt = conn.prepare(sql)
+        stmt.execute(*binds, as: :array)&.to_a
+      ensure
+        stmt&.close
+      end
+
       # A local effect: a row in the same database, on the connection given.
       def insert_row(conn, job_type, op_key)
         if conn.respond_to?(:exec_params) # PG::Connection
           conn.exec_params("INSERT INTO #{TABLE} (job_type, op_key) VALUES ($1, $2)", [job_type, op_key])
+        elsif Jobs.mysql?(conn)
+          Jobs.mysql_run(conn, "INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
         else # SQLite3::Database
           conn.execute("INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
         end
@@ -144,7 +159,11 @@ module Onceonly
     module Jobs
       GUARDED = {}
       NAIVE = {}
+      # ONCEONLY_REPLAY_FRAMEWORK=activejob: ActiveJob jobs instead (active_job_jobs.rb).
+      ACTIVE_JOB = ENV["ONCEONLY_REPLAY_FRAMEWORK"] == "activejob"
       KINDS.each do |kind, (effect, policy)|
+        next if ACTIVE_JOB
+
         cname = kind.split("-").map(&:capitalize).join
         guarded = Class.new(GuardedJob)
         Replay.const_set("Guarded#{cname}", guarded)
@@ -175,3 +194,8 @@ Sidekiq.configure_server do |config|
 end
 Redis.sadd_returns_boolean = false if Redis.respond_to?(:sadd_returns_boolean=)
 Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+
+if Onceonly::Replay::Jobs::ACTIVE_JOB
+  require "onceonly/replay/active_job_jobs"
+  Onceonly::Replay::Jobs.build_active_job!
+end

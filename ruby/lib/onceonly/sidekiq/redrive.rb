@@ -22,11 +22,19 @@ module Onceonly
 
       module_function
 
+      # Every guarded job class loaded: Sidekiq jobs, and ActiveJob jobs
+      # (Onceonly::ActiveJob) when they run on the Sidekiq adapter.
+      def guarded_classes
+        classes = Sidekiq.registry.values
+        classes += Onceonly::ActiveJob.registry.values if defined?(Onceonly::ActiveJob)
+        classes
+      end
+
       # Pushes the stale and overdue operations of `classes` (default: every
       # guarded job class loaded). Each record is pushed at most once per
       # lease for the same token (a Redis mark), so runs close together do
       # not pile duplicates up (duplicates would be deduplicated anyway).
-      def run(classes: Sidekiq.registry.values)
+      def run(classes: guarded_classes)
         classes.flat_map do |klass|
           config = klass.onceonly_config
           store = config.store || Sidekiq.store
@@ -51,7 +59,13 @@ module Onceonly
         mark = "#{MARK}#{record.job_type}:#{record.op_key}:#{record.state}:#{record.token}"
         return nil unless ::Sidekiq.redis { |r| r.set(mark, "1", nx: true, px: [lease_ms, 1000].max) }
 
-        jid = ::Sidekiq::Client.push("class" => klass, "args" => args, "queue" => klass.get_sidekiq_options["queue"])
+        jid =
+          if klass.respond_to?(:onceonly_redrive_push) # an ActiveJob job: through its adapter
+            klass.onceonly_redrive_push(args)
+          else
+            ::Sidekiq::Client.push("class" => klass, "args" => args, "queue" => klass.get_sidekiq_options["queue"])
+          end
+        return nil unless jid # not pushed (said why); tried again after the mark's lease
         Sidekiq.logger.info("onceonly: re-drive pushed #{record.job_type}:#{record.op_key} (#{record.state}, " \
                             "token #{record.token}) as job #{jid}")
         Pushed.new(job_type: record.job_type, op_key: record.op_key, state: record.state, token: record.token, jid: jid)

@@ -77,21 +77,28 @@ module Onceonly
     def migrate
       @pool.with do |conn|
         applied = 0
-        conn.transaction do
-          conn.exec_params(statement(:migrate_lock), [self.class.migrate_lock_key(@schema)])
-          conn.exec(statement(:migrate_setup))
-          SQL.migrations("postgres").each do |m|
-            next if conn.exec_params(statement(:migrate_applied), [m.version]).ntuples.positive?
-
-            conn.exec(self.class.in_schema(m.sql, @schema))
-            conn.exec_params(statement(:migrate_record), [m.version, m.name])
-            applied += 1
-          end
-        end
+        conn.transaction { applied = migrate_in(conn) }
         applied
       end
     rescue PG::Error => e
       raise DatabaseError, "migrating #{redacted} failed: #{e.message.strip}"
+    end
+
+    # As migrate, inside a transaction the caller holds on `conn` (an
+    # ActiveRecord migration's): the advisory lock is held to its end, so
+    # two processes migrating at once apply each migration once.
+    def migrate_in(conn)
+      conn.exec_params(statement(:migrate_lock), [self.class.migrate_lock_key(@schema)])
+      conn.exec(statement(:migrate_setup))
+      SQL.migrations("postgres").count do |m|
+        next false if conn.exec_params(statement(:migrate_applied), [m.version]).ntuples.positive?
+
+        conn.exec(self.class.in_schema(m.sql, @schema))
+        recorded = conn.exec_params(statement(:migrate_record), [m.version, m.name]).cmd_tuples
+        raise DatabaseError, "recording migration #{m.version} inserted #{recorded} rows" unless recorded == 1
+
+        true
+      end
     end
 
     # Runs the block in a transaction on `conn` (the user's PG::Connection).

@@ -62,16 +62,26 @@ module Onceonly
     def open_connection
       self.class.create_private(@path)
       db = SQLite3::Database.new(@path)
-      # Waits in Ruby (sleep releases the GVL), so other threads run meanwhile.
-      db.busy_handler do |count|
-        sleep([0.0002 * (2**[count, 7].min), 0.02].min)
-        count < BUSY_WAIT_S * 50 + 7
-      end
+      self.class.wait_in_ruby(db)
       db.execute("PRAGMA journal_mode=WAL")
       db.execute("PRAGMA synchronous=NORMAL")
       db
     rescue SQLite3::Exception => e
       raise DatabaseError, "cannot open SQLite database #{@path}: #{e.message}"
+    end
+
+    # Makes `db` wait for a lock held by another connection in Ruby, up to
+    # 30s: sleep releases the GVL, so the process's other threads run
+    # meanwhile, the one holding the lock among them. SQLite's own busy
+    # timeout (sqlite3-ruby's busy_timeout, ActiveRecord's `timeout:`) waits
+    # holding the GVL: a thread of the process waiting for a lock that
+    # another of its threads holds stops that thread too, until it gives up.
+    def self.wait_in_ruby(db)
+      db.busy_handler do |count|
+        sleep([0.0002 * (2**[count, 7].min), 0.02].min)
+        count < BUSY_WAIT_S * 50 + 7
+      end
+      db
     end
 
     # A connection of the store's own pool: its statements stay prepared.
@@ -87,20 +97,26 @@ module Onceonly
     def migrate
       @pool.with do |db|
         applied = 0
-        db.transaction(:immediate) do
-          db.execute(MIGRATIONS_TABLE)
-          SQL.migrations("sqlite").each do |m|
-            next if db.execute(MIGRATION_APPLIED, [m.version]).any?
-
-            db.execute_batch(m.sql)
-            db.execute(MIGRATION_RECORD, [m.version, m.name])
-            applied += 1
-          end
-        end
+        db.transaction(:immediate) { applied = migrate_in(db) }
         applied
       end
     rescue SQLite3::Exception => e
       raise DatabaseError, "migrating #{@path} failed: #{e.message}"
+    end
+
+    # As migrate, inside a transaction the caller holds on `db` (an
+    # ActiveRecord migration's).
+    def migrate_in(db)
+      db.execute(MIGRATIONS_TABLE)
+      SQL.migrations("sqlite").count do |m|
+        next false if db.execute(MIGRATION_APPLIED, [m.version]).any?
+
+        db.execute_batch(m.sql)
+        db.execute(MIGRATION_RECORD, [m.version, m.name])
+        raise DatabaseError, "recording migration #{m.version} inserted #{db.changes} rows" unless db.changes == 1
+
+        true
+      end
     end
 
     # Runs the block in a transaction on `conn` (the user's SQLite3::Database)

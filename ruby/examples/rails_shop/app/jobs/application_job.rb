@@ -1,0 +1,5 @@
+# frozen_string_literal: true
+
+class ApplicationJob < ActiveJob::Base
+  include Onceonly::ActiveJob
+end
