@@ -9,9 +9,10 @@
 //! [`onceonly::protocol`]: [`Transition::apply`] for the fences and writes,
 //! [`policy`] for what a claim in doubt becomes. The stores' SQL is checked
 //! against the same `apply` by the conformance suite, so what is checked
-//! here is what the code does. What the model keeps of the guard is its
-//! decisions between statements (`guard/act.rs`), step by step; see
-//! `docs/protocol.md`.
+//! here is what the code does. Each worker runs the guard's own step
+//! machine ([`onceonly::protocol::decide`]): the world answers its
+//! statements by the transition rules on the abstract row, its effect
+//! calls by the destination's items; see `docs/protocol.md`.
 //!
 //! ```no_run
 //! use onceonly::{EffectKind, StalePolicy};
@@ -25,6 +26,7 @@
 pub mod checker;
 mod step;
 
+use onceonly::protocol::decide::{Decider, Step};
 use onceonly::protocol::Row;
 use onceonly::{EffectKind, StalePolicy};
 
@@ -107,50 +109,31 @@ pub struct Model {
     pub bug: Option<Bug>,
 }
 
-/// What the effect reported to the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reported {
-    /// Done, with the item's reference.
-    Done(u32),
-    /// Surely not sent.
-    NotSent,
-    /// May have happened.
-    Unknown,
-    /// Failed for good (or stopped: a cancel was requested before it).
-    Failed,
-}
-
 /// Where a worker is in one delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Worker {
     /// Waiting for a message.
     Idle,
-    /// Read a claim past its lease; about to take it over by policy.
-    Stale {
-        /// The stale claim's token, as read.
-        token: i64,
-        /// Its attempts, as read.
-        attempts: i64,
-    },
-    /// Holds a claim, effect not started.
-    Claimed(Claim),
-    /// Holds a claim; the effect reported.
-    Acted(Claim, Reported),
+    /// Running one delivery: the guard's own step machine, waiting on a step.
+    Busy(Box<Busy>),
 }
 
-/// A claim as its worker knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Claim {
-    /// The token.
-    pub token: i64,
-    /// Claims taken, this one included.
-    pub attempt: i64,
-    /// Taken over from a stale claim (a lookup effect looks first).
-    pub after_stale: bool,
+/// A worker's delivery: the machine (`onceonly::protocol::decide`, the
+/// guard's decisions) and what the worker's interpreter keeps beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Busy {
+    /// The machine, with the answers given so far.
+    pub decider: Decider,
+    /// The step it waits on.
+    pub step: Step,
+    /// The claim held (token), once there is one.
+    pub token: Option<i64>,
     /// A heartbeat told it a cancel was requested.
     pub knows_cancel: bool,
     /// Heartbeats left.
     pub heartbeats: u8,
+    /// A relay giving the claim back unstarted (its shutdown).
+    pub giving_back: bool,
 }
 
 /// The operator's cancel, in two statements.

@@ -1,14 +1,20 @@
-//! The steps of the world: each is one statement of the protocol (through
-//! its definition) plus what the actor decides from its answer, as the
-//! guard, the relay and the operator's operations decide it.
+//! The steps of the world: the workers run the guard's own step machine
+//! (`onceonly::protocol::decide`), and the world answers its steps: a
+//! statement by its transition rule on the abstract row, the effect and its
+//! lookup and withdraw by the destination's items. The relay's sweep and
+//! shutdown, the operator's cancel and the person's resolve are modelled
+//! beside it, as `ops.rs` and the relay decide them.
 
-use onceonly::protocol::{
-    cancel_unsent, policy, unclaimed_may_have_acted, Actor, Args, CancelFence, Move, Rule, Settle,
-    TokenFence,
+use onceonly::protocol::decide::{
+    Answer, ClaimAnswer, Claimed, Decider, Done, EffectAnswer, Entry, FaultAnswer, Job,
+    LookupAnswer, SleepAnswer, Step, StoredRow, WithdrawAnswer,
 };
-use onceonly::{EffectKind, State};
+use onceonly::protocol::{
+    unclaimed_may_have_acted, Actor, Args, CancelFence, Move, Rule, TokenFence,
+};
+use onceonly::{EffectKind, State, Transition};
 
-use crate::{Bug, Canceller, Claim, Item, Model, Reported, Worker, World};
+use crate::{Bug, Busy, Canceller, Item, Model, Worker, World};
 
 /// What the destination did when a worker performed the effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,25 +36,28 @@ pub enum Branch {
 pub enum Action {
     /// The queue delivers the message to a worker, which claims.
     Deliver(u8),
-    /// The relay's stale sweep: an idle worker reads a claim past its lease.
+    /// The relay's stale sweep: an idle worker delivers the operation of a
+    /// claim past its lease (and so takes it over by policy).
     Sweep(u8),
-    /// The worker takes the stale claim over, by policy.
-    TakeOver(u8),
     /// The worker renews its lease and reads the cancel request.
     Heartbeat(u8),
-    /// The worker performs the effect (or looks it up first).
+    /// The worker acts: looks up first where its machine says, reads the
+    /// cancel request, performs the effect (the destination answers as
+    /// the branch says).
     Perform(u8, Branch),
-    /// The worker records what the effect reported; `true`: a withdraw,
-    /// if one is needed, works.
-    Record(u8, bool),
+    /// The worker runs the statements its machine asks for: a take-over
+    /// (up to its effect), or the record of what its effect reported, to
+    /// the end (a refused completion's re-read, withdraw and move
+    /// included); `true`: a withdraw, if one is needed, works.
+    Write(u8, bool),
     /// The relay stops and gives back an unstarted claim.
     GiveBack(u8),
     /// The worker's process dies.
     Crash(u8),
     /// Time passes: the current claim's lease runs out. An owner that has
     /// not finished its effect was stopped by its timeout (or by a lease
-    /// it could not renew) first: its outcome is unknown, and `true` says
-    /// the effect reached the destination before it stopped.
+    /// it could not renew) first: its effect timed out, and `true` says
+    /// it reached the destination before it stopped.
     Expire(bool),
     /// The operator's cancel reads the row.
     CancelRead,
@@ -58,15 +67,100 @@ pub enum Action {
     Resolve,
 }
 
+/// The only fingerprint the model's deliveries carry.
+const FINGERPRINT: &str = "fp";
+/// The database's clock at every read (leases are live or not, no more).
+const NOW: i64 = 1_000_000;
+
+/// How an action answers the steps of a worker's machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A delivery: the claim, then what follows it up to the next decision.
+    Claim,
+    /// The effect: lookup, cancel request, perform (`Some`: a timeout
+    /// stopped it, `true` after it reached the destination).
+    Act(Branch, Option<bool>),
+    /// The pending take-over or move, and what follows up to the effect
+    /// or the end; `true`: a withdraw works.
+    Write(bool),
+    /// Everything to the end, in one transaction (a local effect) or one
+    /// action (a relay giving a claim back).
+    All,
+}
+
+/// Whether the machine's `step` waits for an action of its worker.
+fn decision(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::Lookup
+            | Step::CancelRequested
+            | Step::Perform { .. }
+            | Step::TakeOver { .. }
+            | Step::Move(_)
+            | Step::Withdraw { .. }
+    )
+}
+
+/// The worker has its claim and has not started its effect.
+fn before_effect(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::Lookup | Step::CancelRequested | Step::Perform { .. }
+    )
+}
+
+fn reference(id: u32) -> String {
+    format!("item-{id}")
+}
+
+fn item_of(reference: Option<&str>) -> Option<u32> {
+    reference.and_then(|r| r.strip_prefix("item-")?.parse().ok())
+}
+
+/// The row as a statement reads it.
+fn stored(r: &onceonly::protocol::Row) -> StoredRow {
+    let claimed = r.state == State::Claimed;
+    StoredRow {
+        state: r.state,
+        token: r.token,
+        attempts: r.attempts,
+        owner: None,
+        fingerprint: FINGERPRINT.into(),
+        claimed_at_ms: claimed.then_some(NOW - 10),
+        lease_until_ms: claimed.then_some(if r.lease_live { NOW + 10 } else { NOW - 1 }),
+        due_at_ms: None,
+        external_ref: r.external_ref.map(reference),
+        result: None,
+        error: None,
+        cancel_requested: r.cancel_requested,
+        now_ms: NOW,
+    }
+}
+
 impl Model {
-    fn rule(&self, m: Move) -> Rule {
+    fn rule(&self, m: Move, giving_back: bool) -> Rule {
         let rule = m.rule().clone();
         match (self.bug, m) {
             (Some(Bug::CompleteIgnoresToken), Move::Complete) => Rule {
                 token: TokenFence::None,
                 ..rule
             },
+            // relay.rs before the fix: a bare claimed -> queued move.
+            (Some(Bug::ReleaseIgnoresCancel), Move::Release) if giving_back => Rule {
+                cancel: CancelFence::Any,
+                ..rule
+            },
             _ => rule,
+        }
+    }
+
+    fn job(&self) -> Job {
+        Job {
+            effect: self.kind,
+            // Tries under one claim are not modelled (their outcomes are).
+            max_retries: 0,
+            lease_ms: 30_000,
+            timeout_ms: 10_000,
         }
     }
 
@@ -76,7 +170,7 @@ impl Model {
         let stale = row.is_some_and(|r| r.state == State::Claimed && !r.lease_live);
         for (i, worker) in w.workers.iter().enumerate() {
             let i = i as u8;
-            match *worker {
+            let busy = match worker {
                 Worker::Idle => {
                     if w.deliveries > 0 {
                         out.push(Action::Deliver(i));
@@ -86,34 +180,33 @@ impl Model {
                     }
                     continue;
                 }
-                Worker::Stale { .. } => out.push(Action::TakeOver(i)),
-                Worker::Claimed(c) => {
-                    if c.heartbeats > 0 {
-                        out.push(Action::Heartbeat(i));
-                    }
-                    if w.shutdowns > 0 {
-                        out.push(Action::GiveBack(i));
-                    }
-                    if self.looks_first(&c) && w.live_item().is_some() || c.knows_cancel {
-                        // Stopped before the effect, or found by the lookup.
-                        out.push(Action::Perform(i, Branch::Done));
-                    } else {
-                        for b in [
-                            Branch::Done,
-                            Branch::NotSent,
-                            Branch::UnknownSent,
-                            Branch::UnknownLost,
-                            Branch::Failed,
-                        ] {
-                            out.push(Action::Perform(i, b));
-                        }
-                    }
+                Worker::Busy(busy) => busy,
+            };
+            if before_effect(&busy.step) {
+                if busy.heartbeats > 0 {
+                    out.push(Action::Heartbeat(i));
                 }
-                Worker::Acted(_, reported) => {
-                    out.push(Action::Record(i, true));
-                    if matches!(reported, Reported::Done(_)) {
-                        out.push(Action::Record(i, false));
+                if w.shutdowns > 0 {
+                    out.push(Action::GiveBack(i));
+                }
+                if self.reaches_perform(w, i) {
+                    for b in [
+                        Branch::Done,
+                        Branch::NotSent,
+                        Branch::UnknownSent,
+                        Branch::UnknownLost,
+                        Branch::Failed,
+                    ] {
+                        out.push(Action::Perform(i, b));
                     }
+                } else {
+                    // Stopped before the effect, or found by the lookup.
+                    out.push(Action::Perform(i, Branch::Done));
+                }
+            } else {
+                out.push(Action::Write(i, true));
+                if matches!(&busy.step, Step::Move(m) if m.to == Move::Complete) {
+                    out.push(Action::Write(i, false));
                 }
             }
             if w.crashes > 0 {
@@ -124,7 +217,7 @@ impl Model {
             match self.live_owner(w) {
                 // Time always passes over a dead owner's claim.
                 None => out.push(Action::Expire(false)),
-                Some(Worker::Claimed(_)) if w.expiries > 0 => {
+                Some(busy) if w.expiries > 0 && before_effect(&busy.step) => {
                     out.push(Action::Expire(true));
                     out.push(Action::Expire(false));
                 }
@@ -149,12 +242,21 @@ impl Model {
         }
     }
 
+    /// Whether worker `i`'s effect phase reaches the effect itself (not
+    /// stopped by a cancel request, nor found by its lookup): only then do
+    /// the destination's branches differ.
+    fn reaches_perform(&self, w: &World, i: u8) -> bool {
+        let mut w = w.clone();
+        let mut performed = false;
+        self.run(&mut w, i, Phase::Act(Branch::Done, None), &mut performed);
+        performed
+    }
+
     /// The worker holding the current claim, while it still runs.
-    fn live_owner(&self, w: &World) -> Option<Worker> {
+    fn live_owner<'w>(&self, w: &'w World) -> Option<&'w Busy> {
         let row = w.row?;
-        let worker = w.workers[usize::from(w.owner?)];
-        match worker {
-            Worker::Claimed(c) | Worker::Acted(c, _) if c.token == row.token => Some(worker),
+        match &w.workers[usize::from(w.owner?)] {
+            Worker::Busy(busy) if busy.token == Some(row.token) => Some(busy),
             _ => None,
         }
     }
@@ -165,72 +267,72 @@ impl Model {
         self.kind == EffectKind::Lookup
     }
 
-    fn looks_first(&self, c: &Claim) -> bool {
-        self.kind == EffectKind::Lookup && (c.after_stale || c.attempt > 1)
-    }
-
     /// The world after `action`.
     pub(crate) fn step(&self, w: &World, action: Action) -> World {
         let mut w = w.clone();
+        let mut performed = false;
         match action {
             Action::Deliver(i) => {
                 w.deliveries -= 1;
-                self.deliver(&mut w, i);
+                self.start(&mut w, i);
             }
-            Action::Sweep(i) => {
-                let r = w.row.expect("a stale claim exists");
-                w.workers[i as usize] = Worker::Stale {
-                    token: r.token,
-                    attempts: r.attempts,
-                };
-            }
-            Action::TakeOver(i) => self.take_over(&mut w, i),
+            Action::Sweep(i) => self.start(&mut w, i),
             Action::Heartbeat(i) => {
-                let Worker::Claimed(mut c) = w.workers[i as usize] else {
+                let Worker::Busy(busy) = &mut w.workers[i as usize] else {
                     unreachable!()
                 };
-                c.heartbeats -= 1;
-                w.workers[i as usize] = if write(&mut w, Some(i), heartbeat(), c.token, None) {
-                    c.knows_cancel = w.row.is_some_and(|r| r.cancel_requested);
-                    Worker::Claimed(c)
-                } else {
-                    Worker::Idle
-                };
+                busy.heartbeats -= 1;
+                let token = busy.token.expect("a claim");
+                let renewed = write(&mut w, Some(i), heartbeat(), token, None);
+                let cancel = w.row.is_some_and(|r| r.cancel_requested);
+                match &mut w.workers[i as usize] {
+                    Worker::Busy(busy) if renewed => busy.knows_cancel = cancel,
+                    // The claim is gone: its heartbeat stops the effect.
+                    worker => *worker = Worker::Idle,
+                }
             }
-            Action::Perform(i, branch) => self.perform(&mut w, i, branch),
-            Action::Record(i, withdraw_works) => self.record(&mut w, i, withdraw_works),
+            Action::Perform(i, branch) => {
+                self.run(&mut w, i, Phase::Act(branch, None), &mut performed)
+            }
+            Action::Write(i, works) => self.run(&mut w, i, Phase::Write(works), &mut performed),
             Action::GiveBack(i) => {
-                let Worker::Claimed(c) = w.workers[i as usize] else {
+                w.shutdowns -= 1;
+                let Worker::Busy(busy) = &w.workers[i as usize] else {
                     unreachable!()
                 };
-                w.shutdowns -= 1;
-                let release = match self.bug {
-                    // relay.rs before the fix: a bare claimed -> queued move.
-                    Some(Bug::ReleaseIgnoresCancel) => Rule {
-                        cancel: CancelFence::Any,
-                        ..Move::Release.rule().clone()
-                    },
-                    _ => Move::Release.rule().clone(),
+                let row = w.row.expect("a claim");
+                let claim = Claimed {
+                    token: busy.token.expect("a claim"),
+                    attempts: row.attempts,
                 };
-                let instead = cancel_unsent(c.attempt, false);
-                self.release_or_cancel(&mut w, i, &c, &release, instead);
-                w.workers[i as usize] = Worker::Idle;
+                let entry = Entry::ReleaseUnstarted {
+                    claim,
+                    reason: "the relay is stopping".into(),
+                };
+                let mut decider = Decider::new(self.job(), entry);
+                let step = decider.next(Answer::None);
+                w.workers[i as usize] = Worker::Busy(Box::new(Busy {
+                    decider,
+                    step,
+                    token: Some(claim.token),
+                    knows_cancel: false,
+                    heartbeats: 0,
+                    giving_back: true,
+                }));
+                self.run(&mut w, i, Phase::All, &mut performed);
             }
             Action::Crash(i) => {
                 w.crashes -= 1;
                 w.workers[i as usize] = Worker::Idle;
             }
             Action::Expire(sent) => {
-                if let Some(owner) = self.live_owner(&w) {
+                if let Some(owner) = w.owner.filter(|_| self.live_owner(&w).is_some()) {
                     w.expiries -= 1;
-                    if let Worker::Claimed(c) = owner {
-                        // A lookup that finds the item does not send again.
-                        let found = self.looks_first(&c) && w.live_item().is_some();
-                        if sent && !found {
-                            self.send(&mut w);
+                    if let Worker::Busy(busy) = &w.workers[usize::from(owner)] {
+                        if before_effect(&busy.step) {
+                            let phase = Phase::Act(Branch::UnknownLost, Some(sent));
+                            self.run(&mut w, owner, phase, &mut performed);
                         }
-                        let i = usize::from(w.owner.expect("a live owner"));
-                        w.workers[i] = Worker::Acted(c, Reported::Unknown);
                     }
                 }
                 if let Some(r) = w.row.as_mut() {
@@ -247,87 +349,187 @@ impl Model {
         w
     }
 
-    fn deliver(&self, w: &mut World, i: u8) {
-        let claim = match w.row {
-            None => onceonly::Transition::Claim,
-            Some(r) if r.state == State::Queued => onceonly::Transition::ClaimQueued,
-            Some(r) if r.state == State::Claimed && !r.lease_live => {
-                w.workers[i as usize] = Worker::Stale {
-                    token: r.token,
-                    attempts: r.attempts,
-                };
-                return;
-            }
-            // Completed, failed, cancelled, held, or a live claim of
-            // another worker: nothing to do for this delivery.
-            Some(_) => return,
+    /// Worker `i` starts a delivery: the machine's `run` entry, its claim
+    /// answered by the row (a local effect runs to its end in one
+    /// transaction: a crash rolls it all back, the same world as none).
+    fn start(&self, w: &mut World, i: u8) {
+        let fingerprint = FINGERPRINT.to_owned();
+        let entry = match self.kind {
+            EffectKind::Local => Entry::Local { fingerprint },
+            _ => Entry::Run { fingerprint },
         };
-        if !write(w, Some(i), claim.rule(), 0, None) {
-            return;
-        }
-        let r = w.row.expect("claimed");
-        let c = Claim {
-            token: r.token,
-            attempt: r.attempts,
-            after_stale: false,
+        let mut decider = Decider::new(self.job(), entry);
+        let step = decider.next(Answer::None);
+        w.workers[i as usize] = Worker::Busy(Box::new(Busy {
+            decider,
+            step,
+            token: None,
             knows_cancel: false,
             heartbeats: self.bounds.heartbeats,
+            giving_back: false,
+        }));
+        let phase = match self.kind {
+            EffectKind::Local => Phase::All,
+            _ => Phase::Claim,
         };
-        if self.kind == EffectKind::Local {
-            // Claim, effect and completion commit in one transaction (a
-            // crash rolls all three back: the same world as no delivery).
-            new_item(w);
-            let done = write(w, Some(i), &self.rule(Move::Complete), c.token, None);
-            assert!(done, "a local completion in its own transaction");
-            return;
-        }
-        w.workers[i as usize] = Worker::Claimed(c);
+        self.run(w, i, phase, &mut false);
     }
 
-    fn take_over(&self, w: &mut World, i: u8) {
-        let Worker::Stale { token, attempts } = w.workers[i as usize] else {
-            unreachable!()
-        };
-        w.workers[i as usize] = Worker::Idle;
-        let settle = policy(self.kind, attempts);
-        let rule = onceonly::Transition::TakeOver(settle).rule();
-        if !write(w, Some(i), rule, token, None) {
-            return;
-        }
-        w.history.took_over = true;
-        if settle == Settle::Redo {
-            let r = w.row.expect("taken over");
-            w.workers[i as usize] = Worker::Claimed(Claim {
-                token: r.token,
-                attempt: r.attempts,
-                after_stale: true,
-                knows_cancel: false,
-                heartbeats: self.bounds.heartbeats,
-            });
-        }
-    }
-
-    fn perform(&self, w: &mut World, i: u8, branch: Branch) {
-        let Worker::Claimed(c) = w.workers[i as usize] else {
-            unreachable!()
-        };
-        let reported = if self.looks_first(&c) && w.live_item().is_some() {
-            Reported::Done(w.live_item().expect("found"))
-        } else if c.knows_cancel {
-            Reported::Failed
-        } else {
-            match branch {
-                Branch::Done => Reported::Done(self.send(w)),
-                Branch::UnknownSent => {
-                    self.send(w);
-                    Reported::Unknown
-                }
-                Branch::UnknownLost => Reported::Unknown,
-                Branch::NotSent => Reported::NotSent,
-                Branch::Failed => Reported::Failed,
+    /// Answers worker `i`'s steps as `phase` says: the step it waits on,
+    /// then every step that needs no decision of its own (audit appends,
+    /// fault points, reads, sleeps), up to the next one that does or the
+    /// end. `performed`: the effect itself was called.
+    fn run(&self, w: &mut World, i: u8, phase: Phase, performed: &mut bool) {
+        let mut first = true;
+        loop {
+            let Worker::Busy(busy) = &w.workers[i as usize] else {
+                return;
+            };
+            let step = busy.step.clone();
+            if step.is_end() {
+                w.workers[i as usize] = Worker::Idle;
+                return;
             }
+            let go_on = match phase {
+                Phase::All => true,
+                Phase::Act(..) => before_effect(&step) || !decision(&step),
+                Phase::Write(_) => !before_effect(&step),
+                Phase::Claim => !decision(&step),
+            };
+            if !first && !go_on {
+                return;
+            }
+            first = false;
+            let answer = self.answer(w, i, &step, phase, performed);
+            let Worker::Busy(busy) = &mut w.workers[i as usize] else {
+                unreachable!()
+            };
+            busy.step = busy.decider.next(answer);
+        }
+    }
+
+    /// The world's answer to worker `i`'s `step`.
+    fn answer(
+        &self,
+        w: &mut World,
+        i: u8,
+        step: &Step,
+        phase: Phase,
+        performed: &mut bool,
+    ) -> Answer {
+        let Worker::Busy(busy) = &w.workers[i as usize] else {
+            unreachable!()
         };
-        w.workers[i as usize] = Worker::Acted(c, reported);
+        let (knows_cancel, giving_back) = (busy.knows_cancel, busy.giving_back);
+        match step {
+            Step::Claim => {
+                let claim = match w.row {
+                    None => Transition::Claim,
+                    Some(r) if r.state == State::Queued => Transition::ClaimQueued,
+                    Some(r) => return Answer::Claim(ClaimAnswer::Existing(stored(&r))),
+                };
+                assert!(
+                    write(w, Some(i), claim.rule(), 0, None),
+                    "a claim of no row or a queued one"
+                );
+                let r = w.row.expect("claimed");
+                self.hold(w, i, r.token);
+                Answer::Claim(ClaimAnswer::Claimed(Claimed {
+                    token: r.token,
+                    attempts: r.attempts,
+                }))
+            }
+            Step::TakeOver {
+                settle,
+                stale_token,
+                ..
+            } => {
+                let rule = Transition::TakeOver(*settle).rule();
+                if !write(w, Some(i), rule, *stale_token, None) {
+                    return Answer::TakeOver(None);
+                }
+                w.history.took_over = true;
+                let r = w.row.expect("taken over");
+                self.hold(w, i, r.token);
+                Answer::TakeOver(Some(Claimed {
+                    token: r.token,
+                    attempts: r.attempts,
+                }))
+            }
+            Step::Read => Answer::Read(w.row.as_ref().map(stored)),
+            Step::Move(m) => {
+                let rule = self.rule(m.to, giving_back);
+                let id = item_of(m.external_ref.as_deref());
+                let moved = write(w, Some(i), &rule, m.token, id);
+                if moved && m.to == Move::CompleteWithdrawFailed {
+                    w.history.withdraw_failed = true;
+                }
+                if moved && m.to == Move::CancelClaimed && m.external_ref.is_some() {
+                    w.history.compensated = true;
+                }
+                Answer::Moved(moved)
+            }
+            Step::Audit(_) => Answer::None,
+            Step::Fault { .. } => Answer::Fault(FaultAnswer::Continue),
+            Step::Sleep { .. } => Answer::Sleep(SleepAnswer::Slept),
+            Step::CancelRequested => Answer::CancelRequested(knows_cancel),
+            Step::Lookup => Answer::Lookup(match w.live_item() {
+                Some(id) => LookupAnswer::Found {
+                    external_ref: Some(reference(id)),
+                    result: serde_json::Value::Null,
+                },
+                None => LookupAnswer::NotFound,
+            }),
+            Step::Perform { .. } => {
+                *performed = true;
+                let done = |id| {
+                    EffectAnswer::Done(Done {
+                        external_ref: Some(reference(id)),
+                        result: serde_json::Value::Null,
+                        unstored: None,
+                    })
+                };
+                let branch = match phase {
+                    Phase::Act(_, Some(sent)) => {
+                        if sent {
+                            self.send(w);
+                        }
+                        return Answer::Perform(EffectAnswer::TimedOut);
+                    }
+                    Phase::Act(branch, None) => branch,
+                    // A local effect: done in its transaction.
+                    _ => Branch::Done,
+                };
+                Answer::Perform(match branch {
+                    Branch::Done => done(self.send(w)),
+                    Branch::UnknownSent => {
+                        self.send(w);
+                        EffectAnswer::Unknown("unknown".into())
+                    }
+                    Branch::UnknownLost => EffectAnswer::Unknown("unknown".into()),
+                    Branch::NotSent => EffectAnswer::NotSent("not sent".into()),
+                    Branch::Failed => EffectAnswer::Failed("failed".into()),
+                })
+            }
+            Step::Withdraw { external_ref } => {
+                let works = matches!(phase, Phase::Write(true));
+                match item_of(Some(external_ref)) {
+                    Some(id) if works => {
+                        withdraw(w, id);
+                        Answer::Withdraw(WithdrawAnswer::Withdrawn)
+                    }
+                    _ => Answer::Withdraw(WithdrawAnswer::NotWithdrawn("not withdrawn".into())),
+                }
+            }
+            Step::Finish { .. } | Step::Error { .. } => unreachable!("an end has no answer"),
+        }
+    }
+
+    /// Worker `i` now holds the claim with `token`.
+    fn hold(&self, w: &mut World, i: u8, token: i64) {
+        if let Worker::Busy(busy) = &mut w.workers[i as usize] {
+            busy.token = Some(token);
+        }
     }
 
     /// The destination takes the effect: a keyed one answers a repeat of
@@ -336,69 +538,6 @@ impl Model {
         match (self.kind, w.live_item()) {
             (EffectKind::Keyed, Some(id)) => id,
             _ => new_item(w),
-        }
-    }
-
-    fn record(&self, w: &mut World, i: u8, withdraw_works: bool) {
-        let Worker::Acted(c, reported) = w.workers[i as usize] else {
-            unreachable!()
-        };
-        w.workers[i as usize] = Worker::Idle;
-        match reported {
-            Reported::Done(id) => {
-                if write(w, Some(i), &self.rule(Move::Complete), c.token, Some(id)) {
-                    return;
-                }
-                // Refused: a cancel was requested meanwhile (withdraw), or
-                // the claim is gone (write nothing).
-                if !still_ours_cancelled(w, &c) {
-                    return;
-                }
-                if withdraw_works {
-                    withdraw(w, id);
-                    if write(w, Some(i), Move::CancelClaimed.rule(), c.token, Some(id)) {
-                        w.history.compensated = true;
-                    }
-                } else {
-                    let m = Move::CompleteWithdrawFailed.rule();
-                    if write(w, Some(i), m, c.token, Some(id)) {
-                        w.history.withdraw_failed = true;
-                    }
-                }
-            }
-            Reported::NotSent => {
-                let instead = cancel_unsent(c.attempt, self.looks_first(&c));
-                self.release_or_cancel(w, i, &c, Move::Release.rule(), instead);
-            }
-            Reported::Failed => {
-                let m = if c.knows_cancel {
-                    cancel_unsent(c.attempt, self.looks_first(&c))
-                } else {
-                    Move::Fail
-                };
-                write(w, Some(i), m.rule(), c.token, None);
-            }
-            Reported::Unknown => {
-                let m = policy(self.kind, c.attempt).owner_move();
-                if m == Move::Release {
-                    // Under a cancel request the effect may exist with no
-                    // reference to withdraw: held for a person.
-                    self.release_or_cancel(w, i, &c, Move::Release.rule(), Move::Hold);
-                } else {
-                    write(w, Some(i), m.rule(), c.token, None);
-                }
-            }
-        }
-    }
-
-    /// Releases the claim by `release`; when a cancel was requested, takes
-    /// `instead`.
-    fn release_or_cancel(&self, w: &mut World, i: u8, c: &Claim, release: &Rule, instead: Move) {
-        if write(w, Some(i), release, c.token, None) {
-            return;
-        }
-        if still_ours_cancelled(w, c) {
-            write(w, Some(i), instead.rule(), c.token, None);
         }
     }
 
@@ -529,12 +668,6 @@ fn withdraw(w: &mut World, id: u32) {
     if let Some(item) = w.items.iter_mut().find(|it| it.id == id) {
         item.live = false;
     }
-}
-
-/// The row is still this claim's, with a cancel requested.
-fn still_ours_cancelled(w: &World, c: &Claim) -> bool {
-    w.row
-        .is_some_and(|r| r.state == State::Claimed && r.token == c.token && r.cancel_requested)
 }
 
 /// Runs one statement by `rule` on the row for `by` (a worker, or `None`

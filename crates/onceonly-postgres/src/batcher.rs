@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use onceonly::store::{Claim, ClaimRow, OpClaim, OpClaimBatch, OpCompleteBatch, OpMove};
-use onceonly::{ClockOffset, Error, Record, Result, State};
+use onceonly::{ClockOffset, Error, Move, Record, Result, State};
 use onceonly_sqlx::map_err;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
@@ -108,16 +108,10 @@ impl Batcher {
     pub(crate) async fn complete(&self, p: &OpCompleteBatch<'_>) -> Result<Vec<String>> {
         let mut answers = Vec::with_capacity(p.items.len());
         for item in p.items {
-            let mut m = OpMove::new(
-                p.job_type,
-                item.op_key,
-                item.token,
-                State::Claimed,
-                State::Completed,
-            );
-            m.unless_cancel_requested = true;
-            m.external_ref = item.external_ref;
-            m.result = Some(item.result);
+            let m = Move::Complete
+                .op(p.job_type, item.op_key, item.token)
+                .with_external_ref(item.external_ref)
+                .with_result(item.result);
             answers.push((item.op_key, enqueue(&self.moves, OwnedMove::from(&m))?));
         }
         let mut completed = Vec::with_capacity(answers.len());
@@ -423,7 +417,7 @@ async fn claim_many(lane: &mut Lane, ops: &[OwnedClaim]) -> Result<Vec<Result<Cl
                     existing.insert(id, snap);
                 }
             }
-            Err(e) => read_failed = Some(e.to_string()),
+            Err(e) => read_failed = Some(e),
         }
     }
     Ok(ops
@@ -433,8 +427,8 @@ async fn claim_many(lane: &mut Lane, ops: &[OwnedClaim]) -> Result<Vec<Result<Cl
             if let Some(claim) = claimed.remove(&id) {
                 return Ok(ClaimRow::Claimed(claim));
             }
-            if let Some(why) = &read_failed {
-                return Err(Error::Database(why.clone()));
+            if let Some(e) = &read_failed {
+                return Err(e.shared());
             }
             match existing.remove(&id) {
                 Some(snap) => Ok(ClaimRow::Existing(Box::new(snap))),
@@ -598,9 +592,8 @@ impl Batch for OwnedClaimBatch {
             let rows = match statement!(lane, claim_batch, &p) {
                 Ok(rows) => rows,
                 Err(e) => {
-                    let why = e.to_string();
                     for &i in &members {
-                        outcomes[i] = Err(Error::Database(why.clone()));
+                        outcomes[i] = Err(e.shared());
                     }
                     continue;
                 }

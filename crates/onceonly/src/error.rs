@@ -232,6 +232,20 @@ impl Error {
         self.db_kind() == Some(DbErrorKind::Permanent)
     }
 
+    /// A copy of this error for each caller one failed statement served (a
+    /// batch): a database error keeps its kind and cause, an unreachable
+    /// database its URL; any other keeps its words.
+    pub fn shared(&self) -> Error {
+        match self {
+            Error::Db(db) => Error::Db(db.clone()),
+            Error::Unreachable { url, reason } => Error::Unreachable {
+                url: url.clone(),
+                reason: reason.clone(),
+            },
+            other => Error::Database(other.to_string()),
+        }
+    }
+
     /// The database error's kind, when this is one ([`Error::Db`]).
     pub fn db_kind(&self) -> Option<DbErrorKind> {
         match self {

@@ -76,3 +76,58 @@ fn transitions_json_is_the_definition() {
         path.display()
     );
 }
+
+fn queries(store: &str) -> std::collections::BTreeMap<String, String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(store)
+        .join("queries");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|f| f.expect("a file").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect()
+}
+
+/// `Rule::statement` and `Rule::batched` name the query files that run each
+/// transition, the batched ones too: each is a file of a store, the main
+/// one of the PostgreSQL and SQLite stores (MySQL splits the claim into
+/// claim_insert, claim_update, claim_queued), and every PostgreSQL
+/// statement that writes the operation table runs a named transition.
+#[test]
+fn every_rule_names_the_statements_that_run_it() {
+    let stores = ["onceonly-postgres", "onceonly-sqlite", "onceonly-mysql"];
+    let files: Vec<_> = stores.iter().map(|s| queries(s)).collect();
+    let mut named = std::collections::BTreeSet::new();
+    for rule in table() {
+        for s in rule.batched {
+            assert!(
+                files.iter().any(|f| f.contains_key(*s)),
+                "{}: no store has the statement {s}",
+                rule.name
+            );
+            named.insert(*s);
+        }
+        for f in &files[..2] {
+            assert!(
+                f.contains_key(rule.statement),
+                "{}: the statement {} is missing",
+                rule.name,
+                rule.statement
+            );
+        }
+        named.insert(rule.statement);
+    }
+    for (name, text) in &files[0] {
+        let writes_ops =
+            text.contains("UPDATE onceonly.ops") || text.contains("INSERT INTO onceonly.ops");
+        assert!(
+            !writes_ops || named.contains(name.as_str()),
+            "PostgreSQL's {name}.sql writes the operation table, but no rule names it"
+        );
+    }
+}

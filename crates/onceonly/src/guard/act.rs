@@ -1,441 +1,345 @@
-//! Acting under a claim: the effect within the timeout and heartbeat, then
-//! the fenced write of its outcome (or the withdraw, when a cancel came in).
+//! The interpreter of the guard's step machine ([`crate::protocol::decide`]):
+//! it runs each step against the store and the effect and gives the machine
+//! the answer. Decisions and messages live in the machine; this file owns
+//! only the I/O: the statements, the effect within the job timeout with its
+//! heartbeats (a lost claim or an unrenewed lease answers the step in
+//! flight), the sleeps between tries, the audit appends, the fault hook.
+
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
 
 use super::*;
+use crate::effect::{LookupOutcome, WithdrawOutcome};
+use crate::fault::FaultAction;
+use crate::protocol::decide::{
+    Answer, AuditStep, ClaimAnswer, Claimed, Done, EffectAnswer, FaultAnswer, LookupAnswer,
+    SleepAnswer, StoredRow, WithdrawAnswer,
+};
+use crate::protocol::Move;
+use crate::store::append;
+use crate::store::{ClaimRow, OpAudit, OpClaim, OpHeartbeat};
 
-impl<S: Store> Guard<S> {
-    /// Acts under a claim this worker holds, within the job timeout, renewing
-    /// the lease when a heartbeat is set.
-    pub(super) async fn act<E: Effect>(
-        &self,
-        ctx: EffectCtx,
-        claim: &Claim,
-        after_stale: bool,
-        effect: &E,
-    ) -> Result<Outcome> {
-        let outcome = self.perform(&ctx, claim, after_stale, effect).await?;
-        self.record(&ctx, outcome, effect).await
-    }
+/// One delivery between the machine's steps: the machine, the effect's
+/// context (the claim held), the row the last statement returned, and,
+/// while the effect is tried, the job timeout's deadline and the heartbeat.
+#[derive(Debug)]
+pub(super) struct Delivery {
+    pub(super) decider: Decider,
+    pub(super) ctx: EffectCtx,
+    pub(super) read: Option<Record>,
+    tries: Option<Tries>,
+}
 
-    /// The effect under the claim, bounded by the job timeout (a timed-out
-    /// effect is dropped: stopped, its outcome unknown).
-    pub(super) async fn perform<E: Effect>(
-        &self,
-        ctx: &EffectCtx,
-        claim: &Claim,
-        after_stale: bool,
-        effect: &E,
-    ) -> Result<EffectOutcome> {
-        self.fault(FaultPoint::AfterClaim)?;
-        let attempts = self.attempts(ctx, claim, after_stale, effect);
-        let bounded = tokio::time::timeout(self.spec.timeout, self.with_heartbeat(ctx, attempts));
-        Ok(match bounded.await {
-            Ok(result) => within_answer_rules(result?),
-            Err(_) => EffectOutcome::Unknown(format!(
-                "timed out after {} (the job timeout: the whole attempt, every request in it); the effect was stopped",
-                humantime::format_duration(self.spec.timeout)
-            )),
-        })
-    }
+/// The job timeout and the heartbeat, from the effect's first try.
+#[derive(Debug)]
+struct Tries {
+    deadline: Instant,
+    beat: Option<Beat>,
+}
 
-    /// Runs `work` while renewing the lease every heartbeat interval; stops
-    /// the work (drops it) when the claim turns out lost.
-    pub(super) async fn with_heartbeat(
-        &self,
-        ctx: &EffectCtx,
-        work: impl Future<Output = Result<EffectOutcome>>,
-    ) -> Result<EffectOutcome> {
-        let Some(interval) = self.spec.heartbeat else {
-            return work.await;
-        };
-        let beat = async {
-            // The claim was taken (or last renewed) about now; the work must
-            // not go on past a lease that could not be renewed.
-            let mut renewed = tokio::time::Instant::now();
-            loop {
-                tokio::time::sleep(interval).await;
-                let p = OpHeartbeat {
-                    job_type: &ctx.job_type,
-                    op_key: &ctx.op_key,
-                    token: ctx.token,
-                    lease: self.spec.lease,
-                };
-                match self.store.op_heartbeat(&p).await {
-                    Ok(Some(hb)) => {
-                        renewed = tokio::time::Instant::now();
-                        ctx.cancel_requested
-                            .store(hb.cancel_requested, Ordering::SeqCst)
-                    }
-                    Ok(None) => return Err(self.lost_claim(&ctx.op_key, ctx.token).await),
-                    Err(e) if renewed.elapsed() + interval >= self.spec.lease => {
-                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "lease not renewed; stopping the effect");
-                        return Ok(EffectOutcome::Unknown(format!(
-                            "the lease could not be renewed ({e}); the effect was stopped before it ran out"
-                        )));
-                    }
-                    Err(e) => {
-                        warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
-                    }
-                }
-            }
-        };
-        tokio::select! {
-            outcome = work => outcome,
-            stopped = beat => stopped,
+#[derive(Debug)]
+struct Beat {
+    interval: Duration,
+    next: Instant,
+    renewed: Instant,
+}
+
+/// How a step run while the effect is tried ended.
+enum Flight<T> {
+    Done(T),
+    /// Done, but when the job timeout had run out: a failure it reports
+    /// (a request cut at the same moment) is the timeout's.
+    Late(T),
+    TimedOut,
+    ClaimLost,
+    Unrenewed(String),
+}
+
+impl Delivery {
+    pub(super) fn new(decider: Decider, ctx: EffectCtx) -> Self {
+        Delivery {
+            decider,
+            ctx,
+            read: None,
+            tries: None,
         }
     }
 
-    /// The effect, retried under the claim where the kind allows it.
-    pub(super) async fn attempts<E: Effect>(
+    fn hold(&mut self, claim: &Claim) {
+        self.ctx.token = claim.token;
+        self.ctx.attempt = claim.attempts;
+    }
+}
+
+impl<S: Store> Guard<S> {
+    /// Runs the machine's steps from `answer` until it ends, or, with
+    /// `until_complete`, until it asks for the `complete` move (a batch
+    /// runs that one for many deliveries at once). Returns that step.
+    pub(super) async fn drive<E: Effect>(
         &self,
-        ctx: &EffectCtx,
-        claim: &Claim,
-        after_stale: bool,
+        delivery: &mut Delivery,
+        mut answer: Answer,
+        payload: Option<&Payload>,
         effect: &E,
-    ) -> Result<EffectOutcome> {
-        // A lookup effect looks first whenever an earlier claim may have acted.
-        let mut look_first =
-            self.spec.effect == EffectKind::Lookup && (after_stale || claim.attempts > 1);
-        let mut retries_left = self.spec.max_retries;
-        let mut backoff = Duration::from_millis(20);
+        until_complete: bool,
+    ) -> Result<Step> {
         loop {
-            if look_first {
-                match effect.lookup(ctx).await {
-                    LookupOutcome::Found {
-                        external_ref,
-                        result,
-                    } => {
-                        return Ok(EffectOutcome::Done {
+            let step = delivery.decider.next(answer);
+            let complete = matches!(&step, Step::Move(m) if m.to == Move::Complete);
+            if step.is_end() || until_complete && complete {
+                return Ok(step);
+            }
+            answer = self.answer(delivery, &step, payload, effect).await?;
+        }
+    }
+
+    /// Takes one step; its answer for the machine.
+    async fn answer<E: Effect>(
+        &self,
+        delivery: &mut Delivery,
+        step: &Step,
+        payload: Option<&Payload>,
+        effect: &E,
+    ) -> Result<Answer> {
+        let job = self.spec.job_type.as_str();
+        Ok(match step {
+            Step::Claim => {
+                let payload = payload.ok_or_else(|| no_step("claim"))?;
+                let p = OpClaim {
+                    job_type: job,
+                    op_key: &delivery.ctx.op_key,
+                    fingerprint: &payload.fingerprint,
+                    payload: payload.json.as_deref(),
+                    owner: &self.owner,
+                    lease: self.spec.lease,
+                };
+                match self.store.op_claim(&p).await? {
+                    ClaimRow::Claimed(c) => {
+                        delivery.hold(&c);
+                        Answer::Claim(ClaimAnswer::Claimed(claimed(&c)))
+                    }
+                    ClaimRow::Existing(snap) => {
+                        let row = StoredRow::from(&*snap);
+                        delivery.read = Some(snap.record);
+                        Answer::Claim(ClaimAnswer::Existing(row))
+                    }
+                }
+            }
+            Step::TakeOver { settle, reason, .. } => {
+                let stale = delivery.read.as_ref().ok_or_else(|| no_step("take_over"))?;
+                let p = settle.take_over(stale, &self.owner, self.spec.lease, reason);
+                let taken = self.store.op_take_over(&p).await?;
+                info!(job = %job, key = %stale.op_key, stale_token = stale.token, to = %settle.to(), won = taken.is_some(), "stale claim");
+                if let Some(c) = &taken {
+                    delivery.hold(c);
+                }
+                Answer::TakeOver(taken.as_ref().map(claimed))
+            }
+            Step::Read => {
+                let snap = self.store.op_get(job, &delivery.ctx.op_key).await?;
+                let row = snap.as_ref().map(StoredRow::from);
+                delivery.read = snap.map(|s| s.record);
+                Answer::Read(row)
+            }
+            Step::Move(m) => {
+                Answer::Moved(self.store.op_move(&m.op(job, &delivery.ctx.op_key)).await?)
+            }
+            Step::Audit(a) => {
+                self.audit(&delivery.ctx.op_key, a).await;
+                Answer::None
+            }
+            Step::Fault { point } => {
+                let answer = self.fault(*point);
+                if *point == FaultPoint::AfterClaim {
+                    delivery.tries = Some(self.tries());
+                }
+                Answer::Fault(answer)
+            }
+            Step::CancelRequested => Answer::CancelRequested(delivery.ctx.cancel_requested()),
+            Step::Perform { .. } => {
+                let Delivery { ctx, tries, .. } = delivery;
+                Answer::Perform(
+                    match self.in_flight(ctx, tries, effect.perform(ctx)).await {
+                        Flight::Done(EffectOutcome::Done {
                             external_ref,
                             result,
                         })
-                    }
-                    LookupOutcome::NotFound => {}
-                    LookupOutcome::Unavailable(why) => {
-                        return Ok(EffectOutcome::NotSent(format!(
-                            "{LOOKUP_UNAVAILABLE}: {why}"
-                        )))
-                    }
-                }
+                        | Flight::Late(EffectOutcome::Done {
+                            external_ref,
+                            result,
+                        }) => EffectAnswer::Done(Done {
+                            external_ref,
+                            result,
+                            unstored: None,
+                        }),
+                        Flight::Done(EffectOutcome::NotSent(why)) => EffectAnswer::NotSent(why),
+                        Flight::Done(EffectOutcome::Unknown(why)) => EffectAnswer::Unknown(why),
+                        Flight::Done(EffectOutcome::Failed(why)) => EffectAnswer::Failed(why),
+                        // A failure reported when the job timeout had run
+                        // out (a request cut at that moment) is the timeout's.
+                        Flight::TimedOut | Flight::Late(_) => EffectAnswer::TimedOut,
+                        Flight::ClaimLost => EffectAnswer::ClaimLost,
+                        Flight::Unrenewed(e) => EffectAnswer::LeaseUnrenewed(e),
+                    },
+                )
             }
-            if ctx.cancel_requested() {
-                return Ok(EffectOutcome::Failed(
-                    "cancel requested before the effect".into(),
-                ));
-            }
-            let outcome = effect.perform(ctx).await;
-            let retry = matches!(
-                (&outcome, self.spec.effect),
-                (EffectOutcome::NotSent(_), _)
-                    | (
-                        EffectOutcome::Unknown(_),
-                        EffectKind::Keyed | EffectKind::Lookup
-                    )
-            );
-            if !retry || retries_left == 0 {
-                if matches!(outcome, EffectOutcome::Done { .. }) {
-                    self.fault(FaultPoint::AfterEffect)?;
-                }
-                return Ok(outcome);
-            }
-            debug!(job = %ctx.job_type, key = %ctx.op_key, ?outcome, "retrying under the claim");
-            retries_left -= 1;
-            look_first = self.spec.effect == EffectKind::Lookup;
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
-        }
-    }
-
-    /// Writes what the effect reported, under the claim's token.
-    pub(super) async fn record<E: Effect>(
-        &self,
-        ctx: &EffectCtx,
-        outcome: EffectOutcome,
-        effect: &E,
-    ) -> Result<Outcome> {
-        let job = ctx.job_type.as_str();
-        let key = ctx.op_key.as_str();
-        match outcome {
-            EffectOutcome::Done {
-                external_ref,
-                result,
-            } => {
-                let result_text = result.to_string();
-                let p = Move::Complete
-                    .op(job, key, ctx.token)
-                    .with_external_ref(external_ref.as_deref())
-                    .with_result(&result_text);
-                if self.store.op_move(&p).await? {
-                    return Ok(Outcome::Done {
-                        result,
+            Step::Lookup => {
+                let Delivery { ctx, tries, .. } = delivery;
+                Answer::Lookup(match self.in_flight(ctx, tries, effect.lookup(ctx)).await {
+                    Flight::Done(LookupOutcome::Found {
                         external_ref,
-                        repeat: false,
-                    });
-                }
-                self.completion_refused(ctx, external_ref, &result_text, effect)
-                    .await
-            }
-            EffectOutcome::NotSent(reason) => {
-                let backoff = retry_backoff(ctx.attempt);
-                let looked_up = self.looked_up(ctx, &reason);
-                self.release_or_cancel(ctx, &reason, Some(backoff), looked_up)
-                    .await
-            }
-            EffectOutcome::Failed(error) if ctx.cancel_requested() => {
-                let looked_up = self.looked_up(ctx, &error);
-                self.cancel_unsent(ctx, &error, looked_up).await
-            }
-            EffectOutcome::Failed(error) => {
-                self.fenced(ctx, Move::Fail, &error).await?;
-                Ok(Outcome::Failed { error: Some(error) })
-            }
-            EffectOutcome::Unknown(reason) => self.unknown(ctx, reason).await,
-        }
-    }
-
-    /// An unknown outcome that retries under the claim did not clear: the
-    /// policy decides, as for a claim past its lease.
-    pub(super) async fn unknown(&self, ctx: &EffectCtx, reason: String) -> Result<Outcome> {
-        let to = policy(self.spec.effect, ctx.attempt).owner_move();
-        if to != Move::Release {
-            self.fenced(ctx, to, &reason).await?;
-            return Ok(match to {
-                Move::Fail => Outcome::Failed {
-                    error: Some(reason),
-                },
-                _ => Outcome::Held {
-                    reason: Some(reason),
-                },
-            });
-        }
-        let backoff = Some(retry_backoff(ctx.attempt));
-        if self.release(ctx, &reason, backoff).await? {
-            return Ok(Outcome::RetryLater { reason });
-        }
-        // An operator asked to cancel, but the effect may exist and there is
-        // no reference to withdraw: a person must look, the request kept.
-        let note = format!(
-            "cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
-        );
-        self.fenced(ctx, Move::Hold, &note).await?;
-        Ok(Outcome::Held { reason: Some(note) })
-    }
-
-    /// Releases a claim whose effect surely did not happen, to be retried
-    /// after `backoff`; when an operator asked to cancel it, cancels it
-    /// instead, or holds it when an earlier claim may have acted
-    /// ([`cancel_unsent`]; `looked_up`: a lookup under this claim found
-    /// nothing).
-    pub(super) async fn release_or_cancel(
-        &self,
-        ctx: &EffectCtx,
-        reason: &str,
-        backoff: Option<Duration>,
-        looked_up: bool,
-    ) -> Result<Outcome> {
-        if self.release(ctx, reason, backoff).await? {
-            return Ok(Outcome::RetryLater {
-                reason: reason.to_owned(),
-            });
-        }
-        let note = format!("cancel requested; the effect was not sent ({reason})");
-        self.cancel_unsent(ctx, &note, looked_up).await
-    }
-
-    /// Whether a lookup under this claim found nothing before `reason`
-    /// (a lookup effect looks first on every claim after the first).
-    fn looked_up(&self, ctx: &EffectCtx, reason: &str) -> bool {
-        self.spec.effect == EffectKind::Lookup
-            && ctx.attempt > 1
-            && !reason.starts_with(LOOKUP_UNAVAILABLE)
-    }
-
-    /// A cancel was requested and this claim did not act: cancelled, or,
-    /// when an earlier claim may have acted, held for a person
-    /// ([`cancel_unsent`]).
-    pub(super) async fn cancel_unsent(
-        &self,
-        ctx: &EffectCtx,
-        note: &str,
-        looked_up: bool,
-    ) -> Result<Outcome> {
-        match cancel_unsent(ctx.attempt, looked_up) {
-            Move::CancelClaimed => {
-                self.fenced(ctx, Move::CancelClaimed, note).await?;
-                Ok(Outcome::Cancelled {
-                    withdrawn_ref: None,
+                        result,
+                    })
+                    | Flight::Late(LookupOutcome::Found {
+                        external_ref,
+                        result,
+                    }) => LookupAnswer::Found {
+                        external_ref,
+                        result,
+                    },
+                    Flight::Done(LookupOutcome::NotFound) => LookupAnswer::NotFound,
+                    Flight::Done(LookupOutcome::Unavailable(why)) => LookupAnswer::Unavailable(why),
+                    Flight::TimedOut | Flight::Late(_) => LookupAnswer::TimedOut,
+                    Flight::ClaimLost => LookupAnswer::ClaimLost,
+                    Flight::Unrenewed(e) => LookupAnswer::LeaseUnrenewed(e),
                 })
             }
-            _ => {
-                let note = format!(
-                    "{note}; an earlier claim of this operation may have acted: check the destination"
-                );
-                self.fenced(ctx, Move::Hold, &note).await?;
-                Ok(Outcome::Held { reason: Some(note) })
+            Step::Sleep { ms } => {
+                debug!(job = %job, key = %delivery.ctx.op_key, "retrying under the claim");
+                let Delivery { ctx, tries, .. } = delivery;
+                let nap = tokio::time::sleep(Duration::from_millis(*ms));
+                Answer::Sleep(match self.in_flight(ctx, tries, nap).await {
+                    Flight::Done(()) => SleepAnswer::Slept,
+                    Flight::TimedOut | Flight::Late(()) => SleepAnswer::TimedOut,
+                    Flight::ClaimLost => SleepAnswer::ClaimLost,
+                    Flight::Unrenewed(e) => SleepAnswer::LeaseUnrenewed(e),
+                })
             }
+            Step::Withdraw { external_ref } => {
+                warn!(job = %job, key = %delivery.ctx.op_key, %external_ref, "cancel requested while the effect ran; withdrawing");
+                Answer::Withdraw(match effect.withdraw(&delivery.ctx, external_ref).await {
+                    WithdrawOutcome::Withdrawn => WithdrawAnswer::Withdrawn,
+                    WithdrawOutcome::NotWithdrawn(why) => WithdrawAnswer::NotWithdrawn(why),
+                })
+            }
+            Step::Finish { .. } | Step::Error { .. } => return Err(no_step("end")),
+        })
+    }
+
+    /// What the fault hook says at `point`.
+    pub(super) fn fault(&self, point: FaultPoint) -> FaultAnswer {
+        match self.fault_hook.as_ref().map(|hook| hook(point)) {
+            Some(FaultAction::Crash) => FaultAnswer::Crash,
+            _ => FaultAnswer::Continue,
         }
     }
 
-    /// Releases our claim to queued unless an operator asked to cancel it.
-    ///
-    /// `Ok(true)`: released. `Ok(false)`: a cancel is pending and the claim
-    /// is still ours (releasing would drop the request and let the next
-    /// delivery act). [`Error::LostClaim`] when the claim is gone.
-    pub(super) async fn release(
+    /// The job timeout and heartbeat of the tries starting now.
+    fn tries(&self) -> Tries {
+        let now = Instant::now();
+        Tries {
+            deadline: now + self.spec.timeout,
+            beat: self.spec.heartbeat.map(|interval| Beat {
+                interval,
+                next: now + interval,
+                renewed: now,
+            }),
+        }
+    }
+
+    /// Runs `work` within the job timeout, renewing the lease every
+    /// heartbeat interval; stops it (drops it) when the timeout runs out,
+    /// the claim turns out lost, or the lease cannot be renewed in time.
+    async fn in_flight<T>(
         &self,
         ctx: &EffectCtx,
-        reason: &str,
-        backoff: Option<Duration>,
-    ) -> Result<bool> {
-        let mut p = Move::Release
-            .op(&ctx.job_type, &ctx.op_key, ctx.token)
-            .with_error(reason);
-        p.retry_after = backoff;
-        if self.store.op_move(&p).await? {
-            self.audit_release(ctx, reason, backoff).await;
-            return Ok(true);
-        }
-        let snap = self.get(&ctx.op_key).await?;
-        let r = snap.record;
-        if r.state == State::Claimed && r.token == ctx.token && r.cancel_requested {
-            Ok(false)
-        } else {
-            Err(self.lost(ctx.token, r).await)
+        tries: &mut Option<Tries>,
+        work: impl Future<Output = T>,
+    ) -> Flight<T> {
+        let Some(tries) = tries.as_mut() else {
+            return Flight::Done(work.await);
+        };
+        let deadline = tries.deadline;
+        let beat = async {
+            match tries.beat.as_mut() {
+                Some(beat) => self.beat(beat, ctx).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            done = work => match Instant::now() < deadline {
+                true => Flight::Done(done),
+                false => Flight::Late(done),
+            },
+            trouble = beat => trouble,
+            () = tokio::time::sleep_until(deadline) => Flight::TimedOut,
         }
     }
 
-    /// Appends the release just made: a [`AuditKind::Retry`] when a try
-    /// failed (it has a backoff), a [`AuditKind::Released`] when the claim
-    /// was given back unstarted (due at once), each with the attempt.
-    async fn audit_release(&self, ctx: &EffectCtx, reason: &str, backoff: Option<Duration>) {
-        let event = match backoff {
-            Some(_) => AuditKind::Retry,
-            None => AuditKind::Released,
-        };
+    /// Heartbeats until one finds the claim gone or the lease can no longer
+    /// be renewed before it runs out; carries the cancel request to `ctx`.
+    async fn beat<T>(&self, beat: &mut Beat, ctx: &EffectCtx) -> Flight<T> {
+        loop {
+            tokio::time::sleep_until(beat.next).await;
+            beat.next = Instant::now() + beat.interval;
+            let p = OpHeartbeat {
+                job_type: &ctx.job_type,
+                op_key: &ctx.op_key,
+                token: ctx.token,
+                lease: self.spec.lease,
+            };
+            match self.store.op_heartbeat(&p).await {
+                Ok(Some(hb)) => {
+                    beat.renewed = Instant::now();
+                    ctx.cancel_requested
+                        .store(hb.cancel_requested, Ordering::SeqCst)
+                }
+                Ok(None) => return Flight::ClaimLost,
+                Err(e) if beat.renewed.elapsed() + beat.interval >= self.spec.lease => {
+                    warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "lease not renewed; stopping the effect");
+                    return Flight::Unrenewed(e.to_string());
+                }
+                Err(e) => {
+                    warn!(job = %ctx.job_type, key = %ctx.op_key, error = %e, "heartbeat failed; will retry")
+                }
+            }
+            beat.next = Instant::now() + beat.interval;
+        }
+    }
+
+    /// Appends an event under this guard's owner, after the write that made it.
+    async fn audit(&self, op_key: &str, a: &AuditStep) {
         let p = OpAudit {
-            job_type: &ctx.job_type,
-            op_key: &ctx.op_key,
-            event,
+            job_type: &self.spec.job_type,
+            op_key,
+            event: a.event,
             actor: &self.owner,
-            token: ctx.token,
-            from: Some(State::Claimed),
-            to: Some(State::Queued),
-            detail: Some(reason),
-            attempt: Some(ctx.attempt),
-            retry_after: Some(backoff.unwrap_or_default()),
+            token: a.token,
+            from: Some(a.from),
+            to: Some(a.to),
+            detail: Some(&a.detail),
+            attempt: a.attempt,
+            retry_after: a.retry_after_ms.map(Duration::from_millis),
         };
         append(&self.store, &p).await;
     }
+}
 
-    /// Takes the owner's move `to` (fail, hold or cancel), or reports the
-    /// claim lost.
-    pub(super) async fn fenced(&self, ctx: &EffectCtx, to: Move, reason: &str) -> Result<()> {
-        let p = to
-            .op(&ctx.job_type, &ctx.op_key, ctx.token)
-            .with_error(reason);
-        if self.store.op_move(&p).await? {
-            let event = match to {
-                Move::Hold => AuditKind::Hold,
-                Move::CancelClaimed => AuditKind::Cancelled,
-                _ => AuditKind::Failed,
-            };
-            let states = [to.from(), to.to()];
-            self.audit(&ctx.op_key, event, ctx.token, states, reason)
-                .await;
-            Ok(())
-        } else {
-            Err(self.lost_claim(&ctx.op_key, ctx.token).await)
-        }
-    }
-
-    /// The completion changed nothing: either an operator asked to cancel
-    /// while the effect ran (withdraw it), or the claim is gone.
-    pub(super) async fn completion_refused<E: Effect>(
-        &self,
-        ctx: &EffectCtx,
-        external_ref: Option<String>,
-        result_text: &str,
-        effect: &E,
-    ) -> Result<Outcome> {
-        let snap = self.get(&ctx.op_key).await?;
-        let r = &snap.record;
-        if !(r.state == State::Claimed && r.token == ctx.token && r.cancel_requested) {
-            return Err(self.lost(ctx.token, snap.record).await);
-        }
-        let withdrawn = match external_ref.as_deref() {
-            Some(ext) => effect.withdraw(ctx, ext).await,
-            None => {
-                WithdrawOutcome::NotWithdrawn("the effect returned no reference to withdraw".into())
-            }
-        };
-        let (to, outcome, note, event) = match withdrawn {
-            WithdrawOutcome::Withdrawn => (
-                Move::CancelClaimed,
-                Outcome::Cancelled {
-                    withdrawn_ref: external_ref.clone(),
-                },
-                "cancel requested while the effect ran; withdrawn at the destination".to_owned(),
-                AuditKind::Compensated,
-            ),
-            WithdrawOutcome::NotWithdrawn(error) => {
-                let note = format!(
-                    "cancel requested while the effect ran, but the withdraw failed ({error}); the item is live at the destination"
-                );
-                (
-                    Move::CompleteWithdrawFailed,
-                    Outcome::WithdrawFailed {
-                        external_ref: external_ref.clone(),
-                        error,
-                    },
-                    note,
-                    AuditKind::WithdrawFailed,
-                )
-            }
-        };
-        let p = to
-            .op(&ctx.job_type, &ctx.op_key, ctx.token)
-            .with_external_ref(external_ref.as_deref())
-            .with_result(result_text)
-            .with_error(&note);
-        warn!(job = %ctx.job_type, key = %ctx.op_key, %note, "compensation");
-        if self.store.op_move(&p).await? {
-            self.audit(&ctx.op_key, event, ctx.token, [to.from(), to.to()], &note)
-                .await;
-            Ok(outcome)
-        } else {
-            Err(self.lost_claim(&ctx.op_key, ctx.token).await)
-        }
+/// The machine's view of a claim.
+pub(super) fn claimed(claim: &Claim) -> Claimed {
+    Claimed {
+        token: claim.token,
+        attempts: claim.attempts,
     }
 }
 
-/// How a not-sent outcome from an unanswered lookup begins.
-const LOOKUP_UNAVAILABLE: &str = "lookup unavailable";
-
-/// How long a released operation waits before it is due again: 500ms after
-/// the first claim, doubling per claim, at most a minute, so a destination
-/// that is down is not hammered by the relay.
-fn retry_backoff(attempt: i64) -> Duration {
-    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 7)).unwrap_or(7);
-    (Duration::from_millis(500) * 2u32.pow(doublings)).min(Duration::from_secs(60))
-}
-
-/// A done effect whose reference or result breaks the answer rules
-/// (crate::answer) broke the protocol, as a 2xx without an id does: failed
-/// for good, with the rule named, and nothing of the answer stored.
-fn within_answer_rules(outcome: EffectOutcome) -> EffectOutcome {
-    let EffectOutcome::Done {
-        external_ref,
-        result,
-    } = &outcome
-    else {
-        return outcome;
-    };
-    let broken = external_ref
-        .as_deref()
-        .map_or(Ok(()), crate::answer::check_reference)
-        .and_then(|()| crate::answer::check_result(&result.to_string()));
-    match broken {
-        Ok(()) => outcome,
-        Err(e) => EffectOutcome::Failed(e.to_string()),
-    }
+/// A step the interpreter cannot take where the machine asked for it (a
+/// bug in the machine or its interpreter).
+fn no_step(what: &str) -> Error {
+    Error::db_other(format!(
+        "the guard's machine asked for a {what} step where none can run"
+    ))
 }

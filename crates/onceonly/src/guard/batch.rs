@@ -1,7 +1,12 @@
 //! Batched completion: a relay acts on many claims, then completes the
-//! done ones in one statement.
+//! done ones in one statement. Each delivery's machine stops at its
+//! `move complete`; the batch statement answers each with its own
+//! true or false, and each machine goes on from there.
 
+use super::act::Delivery;
 use super::*;
+use crate::protocol::decide::Answer;
+use crate::store::{Completion, OpCompleteBatch};
 
 impl<S: Store> Guard<S> {
     /// Like [`Guard::run_claimed`], but a done effect is returned unrecorded,
@@ -14,17 +19,20 @@ impl<S: Store> Guard<S> {
         effect: &E,
     ) -> Attempt {
         let payload = Payload::stored(record);
-        let ctx = self.ctx(&record.op_key, claim, &payload);
-        match self.perform(&ctx, claim, false, effect).await {
-            Ok(EffectOutcome::Done {
-                external_ref,
-                result,
-            }) => Attempt::Done(DoneAttempt {
-                ctx,
-                external_ref,
-                result,
+        let ctx = self.ctx(&record.op_key, Some(claim), &payload);
+        let entry = Entry::RunClaimed {
+            claim: claimed(claim),
+        };
+        let mut delivery = Delivery::new(Decider::new(self.job(), entry), ctx);
+        match self
+            .drive(&mut delivery, Answer::None, None, effect, true)
+            .await
+        {
+            Ok(Step::Move(complete)) => Attempt::Done(DoneAttempt {
+                delivery: Box::new(delivery),
+                complete,
             }),
-            Ok(other) => Attempt::Settled(self.record(&ctx, other, effect).await),
+            Ok(end) => Attempt::Settled(self.ended(&mut delivery, end)),
             Err(e) => Attempt::Settled(Err(e)),
         }
     }
@@ -34,19 +42,12 @@ impl<S: Store> Guard<S> {
     /// sends it alongside its next claim).
     pub async fn complete<E: Effect>(&self, done: DoneAttempt, effect: &E) -> Result<Outcome> {
         let DoneAttempt {
-            ctx,
-            external_ref,
-            result,
+            mut delivery,
+            complete,
         } = done;
-        self.record(
-            &ctx,
-            EffectOutcome::Done {
-                external_ref,
-                result,
-            },
-            effect,
-        )
-        .await
+        let p = complete.op(&self.spec.job_type, &delivery.ctx.op_key);
+        let moved = self.store.op_move(&p).await?;
+        self.completed(&mut delivery, moved, effect).await
     }
 
     /// Completes done attempts in one statement, each fenced by its own
@@ -61,15 +62,13 @@ impl<S: Store> Guard<S> {
         if done.is_empty() {
             return Vec::new();
         }
-        let results: Vec<String> = done.iter().map(|d| d.result.to_string()).collect();
         let items: Vec<Completion<'_>> = done
             .iter()
-            .zip(&results)
-            .map(|(d, result)| Completion {
-                op_key: &d.ctx.op_key,
-                token: d.ctx.token,
-                external_ref: d.external_ref.as_deref(),
-                result,
+            .map(|d| Completion {
+                op_key: &d.delivery.ctx.op_key,
+                token: d.complete.token,
+                external_ref: d.complete.external_ref.as_deref(),
+                result: d.complete.result.as_deref().unwrap_or("null"),
             })
             .collect();
         let p = OpCompleteBatch {
@@ -78,37 +77,34 @@ impl<S: Store> Guard<S> {
         };
         let completed = match self.store.op_complete_batch(&p).await {
             Ok(keys) => keys.into_iter().collect::<std::collections::HashSet<_>>(),
+            // One statement failed every item: each gets the error, its
+            // kind and cause kept.
             Err(e) => {
-                // One statement failed every item: each gets the error (a
-                // database error keeps its kind and cause).
-                let each = |e: &Error| match e {
-                    Error::Db(db) => Error::Db(db.clone()),
-                    Error::Unreachable { url, reason } => Error::Unreachable {
-                        url: url.clone(),
-                        reason: reason.clone(),
-                    },
-                    other => Error::Database(other.to_string()),
-                };
                 return done
                     .into_iter()
-                    .map(|d| (d.ctx.op_key, Err(each(&e))))
-                    .collect();
+                    .map(|d| (d.delivery.ctx.op_key, Err(e.shared())))
+                    .collect()
             }
         };
         let mut outcomes = Vec::with_capacity(done.len());
-        for (d, result_text) in done.into_iter().zip(results) {
-            let outcome = if completed.contains(&d.ctx.op_key) {
-                Ok(Outcome::Done {
-                    result: d.result,
-                    external_ref: d.external_ref,
-                    repeat: false,
-                })
-            } else {
-                self.completion_refused(&d.ctx, d.external_ref, &result_text, effect)
-                    .await
-            };
-            outcomes.push((d.ctx.op_key, outcome));
+        for DoneAttempt { mut delivery, .. } in done {
+            let moved = completed.contains(&delivery.ctx.op_key);
+            let outcome = self.completed(&mut delivery, moved, effect).await;
+            outcomes.push((delivery.ctx.op_key, outcome));
         }
         outcomes
+    }
+
+    /// Goes on from the answer to a delivery's `move complete`.
+    async fn completed<E: Effect>(
+        &self,
+        delivery: &mut Delivery,
+        moved: bool,
+        effect: &E,
+    ) -> Result<Outcome> {
+        let end = self
+            .drive(delivery, Answer::Moved(moved), None, effect, false)
+            .await?;
+        self.ended(delivery, end)
     }
 }

@@ -1,6 +1,9 @@
-//! Local effects: claim and completion inside the caller's transaction.
+//! Local effects: claim and completion inside the caller's transaction,
+//! the machine's `local` entry run on the transaction's connection.
 
 use super::*;
+use crate::protocol::decide::{Answer, ClaimAnswer, Done, EffectAnswer, StoredRow};
+use crate::store::{ClaimRow, OpClaim};
 
 impl<S: Store> Guard<S> {
     /// Claims a local operation inside the caller's transaction.
@@ -15,6 +18,13 @@ impl<S: Store> Guard<S> {
         payload: &Payload,
     ) -> Result<LocalStart> {
         validate_op_key(op_key)?;
+        let entry = Entry::Local {
+            fingerprint: payload.fingerprint.clone(),
+        };
+        let mut decider = Decider::new(self.job(), entry);
+        let mut ctx = self.ctx(op_key, None, payload);
+        let step = decider.next(Answer::None);
+        debug_assert_eq!(step, Step::Claim);
         let p = OpClaim {
             job_type: &self.spec.job_type,
             op_key,
@@ -23,22 +33,20 @@ impl<S: Store> Guard<S> {
             owner: &self.owner,
             lease: self.spec.lease,
         };
-        match self.store.op_claim_in(conn, &p).await? {
-            ClaimRow::Claimed(claim) => Ok(LocalStart::Claimed(LocalClaim {
-                ctx: self.ctx(op_key, &claim, payload),
-                op_key: op_key.to_owned(),
-                claim,
-            })),
-            ClaimRow::Existing(snap) => match self.decide(&snap, payload)? {
-                Decision::Settled(outcome) => Ok(LocalStart::Settled(outcome)),
-                // A local claim only outlives its transaction if someone mixed
-                // effect kinds on one job type; a person must look.
-                Decision::Stale(record) => Ok(LocalStart::Settled(Outcome::InProgress {
-                    age: snap.now.since(record.claimed_at.unwrap_or(snap.now)),
-                    lease: self.spec.lease,
-                    owner: record.owner,
-                })),
-            },
+        let answer = match self.store.op_claim_in(conn, &p).await? {
+            ClaimRow::Claimed(claim) => {
+                ctx.token = claim.token;
+                ctx.attempt = claim.attempts;
+                ClaimAnswer::Claimed(claimed(&claim))
+            }
+            ClaimRow::Existing(snap) => ClaimAnswer::Existing(StoredRow::from(&*snap)),
+        };
+        match decider.next(Answer::Claim(answer)) {
+            // The claim is ours: the machine waits at the fault point after it.
+            Step::Fault { .. } => Ok(LocalStart::Claimed(LocalClaim { decider, ctx })),
+            Step::Finish { outcome } => Ok(LocalStart::Settled(outcome_of(outcome))),
+            Step::Error { error } => Err(self.error_of(op_key, error, None, None)),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -49,22 +57,17 @@ impl<S: Store> Guard<S> {
         claim: &LocalClaim,
         result: &serde_json::Value,
     ) -> Result<Outcome> {
-        self.fault(FaultPoint::AfterEffect)?;
-        let result_text = result.to_string();
-        let p = Move::Complete
-            .op(&self.spec.job_type, &claim.op_key, claim.claim.token)
-            .with_result(&result_text);
-        if self.store.op_move_in(conn, &p).await? {
-            Ok(Outcome::Done {
-                result: result.clone(),
-                external_ref: None,
-                repeat: false,
-            })
-        } else {
-            Err(self
-                .lost_claim_in(conn, &claim.op_key, claim.claim.token)
-                .await)
-        }
+        let mut decider = claim.decider.clone();
+        // A caller of claim_in and complete_in has no fault point after the claim.
+        let step = decider.next(Answer::Fault(decide::FaultAnswer::Continue));
+        debug_assert!(matches!(step, Step::Perform { .. }));
+        let done = EffectAnswer::Done(Done {
+            external_ref: None,
+            result: result.clone(),
+            unstored: None,
+        });
+        self.finish_local(conn, &mut decider, &claim.ctx, Answer::Perform(done), None)
+            .await
     }
 
     /// Runs a local effect: claim, `effect` and completion in one transaction
@@ -85,44 +88,72 @@ impl<S: Store> Guard<S> {
             LocalStart::Claimed(claim) => claim,
             LocalStart::Settled(outcome) => return Ok(outcome),
         };
-        self.fault(FaultPoint::AfterClaim)?;
-        let result =
-            match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &claim.ctx)).await {
-                Ok(Ok(result)) => result,
-                Ok(Err(source)) => {
-                    return Err(Error::LocalEffect {
-                        job_type: self.spec.job_type.clone(),
-                        op_key: op_key.to_owned(),
-                        source,
-                    })
-                }
-                Err(_) => return Err(Error::Timeout(self.spec.timeout)),
+        let mut decider = claim.decider;
+        let ctx = claim.ctx;
+        match decider.next(Answer::Fault(self.fault(FaultPoint::AfterClaim))) {
+            Step::Perform { .. } => {}
+            Step::Error { error } => return Err(self.error_of(op_key, error, None, None)),
+            other => return Err(unexpected(&other)),
+        }
+        let (answer, source) =
+            match tokio::time::timeout(self.spec.timeout, effect(&mut tx, &ctx)).await {
+                Ok(Ok(result)) => (
+                    EffectAnswer::Done(Done {
+                        external_ref: None,
+                        result,
+                        unstored: None,
+                    }),
+                    None,
+                ),
+                Ok(Err(source)) => (EffectAnswer::Raised(source.to_string()), Some(source)),
+                Err(_) => (EffectAnswer::TimedOut, None),
             };
-        let outcome = self.complete_in(&mut tx, &claim, &result).await?;
+        let outcome = self
+            .finish_local(&mut tx, &mut decider, &ctx, Answer::Perform(answer), source)
+            .await?;
         S::commit(tx).await?;
         Ok(outcome)
     }
 
-    pub(super) async fn lost_claim_in(
+    /// Runs the machine's steps after the local effect, on `conn`: the
+    /// fault point, the completion, and a read when it was refused (no
+    /// audit append: the transaction rolls back).
+    async fn finish_local(
         &self,
         conn: &mut S::Conn,
-        op_key: &str,
-        token: i64,
-    ) -> Error {
-        match self
-            .store
-            .op_get_in(conn, &self.spec.job_type, op_key)
-            .await
-        {
-            Ok(Some(snap)) => Error::LostClaim {
-                token,
-                record: Box::new(snap.record),
-            },
-            Ok(None) => Error::NotFound {
-                job_type: self.spec.job_type.clone(),
-                op_key: op_key.to_owned(),
-            },
-            Err(e) => e,
+        decider: &mut Decider,
+        ctx: &EffectCtx,
+        mut answer: Answer,
+        mut source: Option<BoxError>,
+    ) -> Result<Outcome> {
+        let mut read = None;
+        loop {
+            answer = match decider.next(answer) {
+                Step::Fault { point } => Answer::Fault(self.fault(point)),
+                Step::Move(m) => {
+                    let p = m.op(&self.spec.job_type, &ctx.op_key);
+                    Answer::Moved(self.store.op_move_in(conn, &p).await?)
+                }
+                Step::Read => {
+                    let snap = self
+                        .store
+                        .op_get_in(conn, &self.spec.job_type, &ctx.op_key)
+                        .await?;
+                    let row = snap.as_ref().map(StoredRow::from);
+                    read = snap.map(|s| s.record);
+                    Answer::Read(row)
+                }
+                Step::Finish { outcome } => return Ok(outcome_of(outcome)),
+                Step::Error { error } => {
+                    return Err(self.error_of(&ctx.op_key, error, read, source.take()))
+                }
+                other => return Err(unexpected(&other)),
+            };
         }
     }
+}
+
+/// A step a local effect's machine never takes (a bug in the machine).
+fn unexpected(step: &Step) -> Error {
+    Error::db_other(format!("a local effect's machine asked for {step:?}"))
 }

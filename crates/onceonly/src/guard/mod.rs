@@ -10,24 +10,18 @@ mod local;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::{debug, info, warn};
-
-use crate::audit::AuditKind;
-use crate::effect::{Effect, EffectCtx, EffectOutcome, LookupOutcome, WithdrawOutcome};
+use crate::effect::{Effect, EffectCtx, EffectOutcome};
 use crate::error::{BoxError, Error, Result};
-use crate::fault::{FaultAction, FaultHook, FaultPoint};
+use crate::fault::{FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
-use crate::protocol::{cancel_unsent, policy, Move, Settle};
-use crate::record::{DbTime, Record, Snapshot, State};
-use crate::spec::{EffectKind, JobSpec, StalePolicy};
-use crate::store::{
-    append, Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, Store,
-};
+use crate::protocol::decide::{self, Decider, Entry, Failure, Job, MoveStep, Step};
+use crate::record::{DbTime, Record};
+use crate::spec::{EffectKind, JobSpec};
+use crate::store::{Claim, Store};
+use act::claimed;
 
 /// What became of one delivery of an operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,26 +92,26 @@ pub enum Attempt {
     Settled(Result<Outcome>),
 }
 
-/// A done effect waiting for its completion write.
+/// A done effect waiting for its completion write: the delivery's machine,
+/// stopped at its `move complete`.
 #[derive(Debug)]
 pub struct DoneAttempt {
-    ctx: EffectCtx,
-    external_ref: Option<String>,
-    result: serde_json::Value,
+    delivery: Box<act::Delivery>,
+    complete: MoveStep,
 }
 
 impl DoneAttempt {
     /// The operation key.
     pub fn op_key(&self) -> &str {
-        &self.ctx.op_key
+        &self.delivery.ctx.op_key
     }
 }
 
 /// A claim taken inside the caller's transaction (local effects).
 #[derive(Debug)]
 pub struct LocalClaim {
-    claim: Claim,
-    op_key: String,
+    /// The delivery's machine, stopped after the claim.
+    decider: Decider,
     /// What the effect may need: key, token, payload.
     pub ctx: EffectCtx,
 }
@@ -138,12 +132,6 @@ pub struct Guard<S: Store> {
     spec: JobSpec,
     owner: String,
     fault_hook: Option<FaultHook>,
-}
-
-/// What an existing row means for this delivery.
-enum Decision {
-    Settled(Outcome),
-    Stale(Box<Record>),
 }
 
 impl<S: Store> Guard<S> {
@@ -206,26 +194,11 @@ impl<S: Store> Guard<S> {
             ));
         }
         validate_op_key(op_key)?;
-        let claim = OpClaim {
-            job_type: &self.spec.job_type,
-            op_key,
-            fingerprint: &payload.fingerprint,
-            payload: payload.json.as_deref(),
-            owner: &self.owner,
-            lease: self.spec.lease,
+        let entry = Entry::Run {
+            fingerprint: payload.fingerprint.clone(),
         };
-        let (claim, stale_before) = match self.store.op_claim(&claim).await? {
-            ClaimRow::Claimed(c) => (c, false),
-            ClaimRow::Existing(snap) => match self.decide(&snap, payload)? {
-                Decision::Settled(outcome) => return Ok(outcome),
-                Decision::Stale(record) => match self.take_over(&record).await? {
-                    Some(c) => (c, true),
-                    None => return self.settled_after_race(op_key, payload).await,
-                },
-            },
-        };
-        let ctx = self.ctx(op_key, &claim, payload);
-        self.act(ctx, &claim, stale_before, effect).await
+        let ctx = self.ctx(op_key, None, payload);
+        self.deliver(entry, ctx, Some(payload), effect).await
     }
 
     /// Runs the effect under a claim taken elsewhere (a relay's batch claim
@@ -237,8 +210,11 @@ impl<S: Store> Guard<S> {
         effect: &E,
     ) -> Result<Outcome> {
         let payload = Payload::stored(record);
-        let ctx = self.ctx(&record.op_key, claim, &payload);
-        self.act(ctx, claim, false, effect).await
+        let ctx = self.ctx(&record.op_key, Some(claim), &payload);
+        let entry = Entry::RunClaimed {
+            claim: claimed(claim),
+        };
+        self.deliver(entry, ctx, None, effect).await
     }
 
     /// Gives back a claim taken elsewhere (a relay's batch claim) before
@@ -253,177 +229,146 @@ impl<S: Store> Guard<S> {
         reason: &str,
     ) -> Result<Outcome> {
         let payload = Payload::stored(record);
-        let ctx = self.ctx(&record.op_key, claim, &payload);
-        self.release_or_cancel(&ctx, reason, None, false).await
+        let ctx = self.ctx(&record.op_key, Some(claim), &payload);
+        let entry = Entry::ReleaseUnstarted {
+            claim: claimed(claim),
+            reason: reason.to_owned(),
+        };
+        self.deliver(entry, ctx, None, &Unstarted).await
     }
 
-    fn ctx(&self, op_key: &str, claim: &Claim, payload: &Payload) -> EffectCtx {
+    /// The machine of one delivery, run to its end.
+    async fn deliver<E: Effect>(
+        &self,
+        entry: Entry,
+        ctx: EffectCtx,
+        payload: Option<&Payload>,
+        effect: &E,
+    ) -> Result<Outcome> {
+        let mut delivery = act::Delivery::new(Decider::new(self.job(), entry), ctx);
+        let end = self
+            .drive(&mut delivery, decide::Answer::None, payload, effect, false)
+            .await?;
+        self.ended(&mut delivery, end)
+    }
+
+    fn job(&self) -> Job {
+        Job::of(&self.spec)
+    }
+
+    /// The effect's context for `op_key`; token and attempt 0 until a
+    /// claim is held.
+    fn ctx(&self, op_key: &str, claim: Option<&Claim>, payload: &Payload) -> EffectCtx {
         EffectCtx {
             job_type: self.spec.job_type.clone(),
             op_key: op_key.to_owned(),
             idempotency_key: idempotency_key(&self.spec.job_type, op_key),
-            token: claim.token,
-            attempt: claim.attempts,
+            token: claim.map_or(0, |c| c.token),
+            attempt: claim.map_or(0, |c| c.attempts),
             payload: payload.value(),
-            cancel_requested: Arc::default(),
+            cancel_requested: Default::default(),
         }
     }
 
-    /// What an existing row means for a delivery carrying `payload`.
-    fn decide(&self, snap: &Snapshot, payload: &Payload) -> Result<Decision> {
-        let r = &snap.record;
-        if r.fingerprint != payload.fingerprint {
-            return Err(Error::PayloadMismatch {
-                job_type: r.job_type.clone(),
-                op_key: r.op_key.clone(),
-                stored: r.fingerprint.clone(),
-                offered: payload.fingerprint.clone(),
-            });
-        }
-        let outcome = match r.state {
-            State::Completed => Outcome::Done {
-                result: r.result_value(),
-                external_ref: r.external_ref.clone(),
-                repeat: true,
-            },
-            State::Failed => Outcome::Failed {
-                error: r.error.clone(),
-            },
-            State::Cancelled => Outcome::Cancelled {
-                withdrawn_ref: None,
-            },
-            State::Held => Outcome::Held {
-                reason: r.error.clone(),
-            },
-            State::Queued => Outcome::NotDue { due_at: r.due_at },
-            State::Claimed if r.lease_expired(snap.now) => {
-                return Ok(Decision::Stale(Box::new(r.clone())))
+    /// The outcome or error the machine ended with, in the guard's types.
+    fn ended(&self, delivery: &mut act::Delivery, end: Step) -> Result<Outcome> {
+        match end {
+            Step::Finish { outcome } => Ok(outcome_of(outcome)),
+            Step::Error { error } => {
+                let read = delivery.read.take();
+                Err(self.error_of(&delivery.ctx.op_key, error, read, None))
             }
-            State::Claimed => {
-                let claimed_at = r.claimed_at.unwrap_or(snap.now);
-                Outcome::InProgress {
-                    age: snap.now.since(claimed_at),
-                    lease: r.lease_until.unwrap_or(snap.now).since(claimed_at),
-                    owner: r.owner.clone(),
-                }
-            }
-        };
-        Ok(Decision::Settled(outcome))
-    }
-
-    /// Takes over a stale claim as the policy says. `Some` when this worker
-    /// now holds a claim and must act; `None` when another worker moved the
-    /// row first, or the policy settled it (held or failed).
-    async fn take_over(&self, stale: &Record) -> Result<Option<Claim>> {
-        let owner = stale.owner.as_deref().unwrap_or("?");
-        let settle = policy(self.spec.effect, stale.attempts);
-        let reason = match (settle, self.spec.effect) {
-            (Settle::Hold, EffectKind::Opaque(StalePolicy::AtLeastOnce)) => {
-                "a redo under at-least-once also went past its lease; held to keep to one extra"
-                    .to_owned()
-            }
-            (Settle::Hold, _) => format!(
-                "claim by {owner} went past its lease; the effect may or may not have happened"
-            ),
-            (Settle::Fail, _) => {
-                "claim went past its lease; given up under at-most-once (the effect may be missing)"
-                    .to_owned()
-            }
-            (Settle::Redo, _) => format!("took over a claim of {owner} past its lease"),
-        };
-        let to = settle.to();
-        let p = settle.take_over(stale, &self.owner, self.spec.lease, &reason);
-        let taken = self.store.op_take_over(&p).await?;
-        info!(job = %stale.job_type, key = %stale.op_key, stale_token = stale.token, to = %to, won = taken.is_some(), "stale claim");
-        if let Some(c) = &taken {
-            let detail = format!("stale token {}: {reason}", stale.token);
-            let states = [State::Claimed, to];
-            let event = AuditKind::TakeOver;
-            self.audit(&stale.op_key, event, c.token, states, &detail)
-                .await;
-        }
-        Ok(taken.filter(|_| to == State::Claimed))
-    }
-
-    /// After a lost take-over race or a settled take-over: report the row as it stands.
-    async fn settled_after_race(&self, op_key: &str, payload: &Payload) -> Result<Outcome> {
-        let snap = self.get(op_key).await?;
-        match self.decide(&snap, payload)? {
-            Decision::Settled(outcome) => Ok(outcome),
-            // Still stale: someone else is taking it over right now.
-            Decision::Stale(r) => Ok(Outcome::InProgress {
-                age: snap.now.since(r.claimed_at.unwrap_or(snap.now)),
-                lease: self.spec.lease,
-                owner: r.owner,
-            }),
+            other => Err(Error::db_other(format!(
+                "the guard stopped at a step it did not take: {other:?}"
+            ))),
         }
     }
 
-    /// Appends an event under this guard's owner, after the write that made it.
-    async fn audit(
+    /// The machine's [`Failure`] as an [`Error`]: `read` is the row the
+    /// last statement returned (a lost claim's row), `source` a local
+    /// effect's own error.
+    fn error_of(
         &self,
         op_key: &str,
-        event: AuditKind,
-        token: i64,
-        [from, to]: [State; 2],
-        detail: &str,
-    ) {
-        let p = OpAudit {
-            job_type: &self.spec.job_type,
-            op_key,
-            event,
-            actor: &self.owner,
-            token,
-            from: Some(from),
-            to: Some(to),
-            detail: Some(detail),
-            attempt: None,
-            retry_after: None,
+        failure: Failure,
+        read: Option<Record>,
+        source: Option<BoxError>,
+    ) -> Error {
+        let not_found = || Error::NotFound {
+            job_type: self.spec.job_type.clone(),
+            op_key: op_key.to_owned(),
         };
-        append(&self.store, &p).await;
-    }
-
-    async fn get(&self, op_key: &str) -> Result<Snapshot> {
-        self.store
-            .op_get(&self.spec.job_type, op_key)
-            .await?
-            .ok_or_else(|| Error::NotFound {
+        match failure {
+            Failure::LostClaim { token, .. } => match read {
+                Some(record) => Error::LostClaim {
+                    token,
+                    record: Box::new(record),
+                },
+                None => not_found(),
+            },
+            Failure::PayloadMismatch { stored, offered } => Error::PayloadMismatch {
                 job_type: self.spec.job_type.clone(),
                 op_key: op_key.to_owned(),
-            })
-    }
-
-    fn fault(&self, point: FaultPoint) -> Result<()> {
-        match self.fault_hook.as_ref().map(|hook| hook(point)) {
-            Some(FaultAction::Crash) => Err(Error::InjectedCrash(point)),
-            _ => Ok(()),
+                stored,
+                offered,
+            },
+            Failure::NotFound {} => not_found(),
+            Failure::InjectedCrash { point } => Error::InjectedCrash(point),
+            Failure::LocalEffectFailed { why } => Error::LocalEffect {
+                job_type: self.spec.job_type.clone(),
+                op_key: op_key.to_owned(),
+                source: source.unwrap_or_else(|| why.into()),
+            },
+            Failure::Timeout { .. } => Error::Timeout(self.spec.timeout),
         }
     }
+}
 
-    async fn lost_claim(&self, op_key: &str, token: i64) -> Error {
-        match self.get(op_key).await {
-            Ok(snap) => self.lost(token, snap.record).await,
-            Err(e) => e,
-        }
+/// The machine's outcome as the guard's (`RetryLater` does not carry its
+/// backoff: the record's `due_at` does).
+fn outcome_of(outcome: decide::Outcome) -> Outcome {
+    use decide::Outcome as O;
+    match outcome {
+        O::Done {
+            result,
+            external_ref,
+            repeat,
+        } => Outcome::Done {
+            result,
+            external_ref,
+            repeat,
+        },
+        O::InProgress {
+            age_ms,
+            lease_ms,
+            owner,
+        } => Outcome::InProgress {
+            age: Duration::from_millis(age_ms),
+            lease: Duration::from_millis(lease_ms),
+            owner,
+        },
+        O::Held { reason } => Outcome::Held { reason },
+        O::Failed { error } => Outcome::Failed { error },
+        O::Cancelled { withdrawn_ref } => Outcome::Cancelled { withdrawn_ref },
+        O::RetryLater { reason, .. } => Outcome::RetryLater { reason },
+        O::NotDue { due_at_ms } => Outcome::NotDue {
+            due_at: due_at_ms.map(DbTime),
+        },
+        O::WithdrawFailed {
+            external_ref,
+            error,
+        } => Outcome::WithdrawFailed {
+            external_ref,
+            error,
+        },
     }
+}
 
-    /// [`Error::LostClaim`] for the `token` this worker held, with the row as
-    /// it now stands; appended to the audit trail. (A local claim lost inside
-    /// its transaction is not: its transaction rolls back, and on SQLite the
-    /// append would wait on the connection the transaction holds.)
-    async fn lost(&self, token: i64, record: Record) -> Error {
-        let detail = format!(
-            "the row is now {} with token {} (owner {})",
-            record.state,
-            record.token,
-            record.owner.as_deref().unwrap_or("-")
-        );
-        let states = [State::Claimed, record.state];
-        self.audit(&record.op_key, AuditKind::LostClaim, token, states, &detail)
-            .await;
-        Error::LostClaim {
-            token,
-            record: Box::new(record),
-        }
+/// The effect of a claim given back unstarted: the machine never calls it.
+struct Unstarted;
+
+impl Effect for Unstarted {
+    async fn perform(&self, _: &EffectCtx) -> EffectOutcome {
+        EffectOutcome::NotSent("a claim given back unstarted is not acted on".into())
     }
 }

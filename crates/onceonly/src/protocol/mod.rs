@@ -15,6 +15,7 @@
 //! through it.
 
 mod audit;
+pub mod decide;
 mod params;
 mod policy;
 mod row;
@@ -143,6 +144,12 @@ pub struct Rule {
     pub writes: &'static [Write],
     /// The statement that runs it: the file name under each store's `queries/`.
     pub statement: &'static str,
+    /// The statements that run it for many operations at once, in the
+    /// stores that have them: PostgreSQL's batcher (`claim_many`,
+    /// `move_many`) and batch completion (`complete_batch`), the relay's
+    /// batch claim (`claim_batch`), MySQL's completion of a batch
+    /// (`complete`, one per item in one transaction).
+    pub batched: &'static [&'static str],
     /// When it is taken, in words.
     pub when: &'static str,
 }
@@ -359,6 +366,7 @@ const fn owner_move(
         token_write: TokenWrite::Keep,
         writes: move_writes(to),
         statement: "move",
+        batched: &["move_many"],
         when,
     }
 }
@@ -375,6 +383,7 @@ const fn operator_move(name: &'static str, from: State, to: State, when: &'stati
         token_write: TokenWrite::Keep,
         writes: move_writes(to),
         statement: "move",
+        batched: &["move_many"],
         when,
     }
 }
@@ -400,6 +409,7 @@ const fn take_over(name: &'static str, to: State, when: &'static str) -> Rule {
             _ => &[Write::Owner, Write::LeaseCleared, Write::Error],
         },
         statement: "take_over",
+        batched: &[],
         when,
     }
 }
@@ -415,6 +425,7 @@ const ENQUEUE: Rule = Rule {
     token_write: TokenWrite::Zero,
     writes: &[Write::Payload, Write::DueAt],
     statement: "enqueue",
+    batched: &[],
     when: "the operation is recorded for a relay (outbox); a row that exists is left as it is",
 };
 const CLAIM: Rule = Rule {
@@ -434,6 +445,7 @@ const CLAIM: Rule = Rule {
         Write::LeaseUntil,
     ],
     statement: "claim",
+    batched: &["claim_many"],
     when: "a delivery of an operation not yet recorded; the unique constraint lets one insert win",
 };
 const CLAIM_QUEUED: Rule = Rule {
@@ -452,6 +464,7 @@ const CLAIM_QUEUED: Rule = Rule {
         Write::LeaseUntil,
     ],
     statement: "claim",
+    batched: &["claim_many", "claim_batch"],
     when: "a queued row that is due (and, for a delivery, carries the same payload fingerprint)",
 };
 const HEARTBEAT: Rule = Rule {
@@ -465,6 +478,7 @@ const HEARTBEAT: Rule = Rule {
     token_write: TokenWrite::Keep,
     writes: &[Write::LeaseUntil],
     statement: "heartbeat",
+    batched: &[],
     when:
         "while a long effect runs; returns the cancel request, and nothing when the claim is gone",
 };
@@ -479,6 +493,7 @@ const REQUEST_CANCEL: Rule = Rule {
     token_write: TokenWrite::Keep,
     writes: &[Write::CancelRequested],
     statement: "request_cancel",
+    batched: &[],
     when: "a cancel of a live claim: the owner stops before the effect or withdraws it after",
 };
 const TAKE_OVER_REDO: Rule = take_over(
@@ -496,12 +511,15 @@ const TAKE_OVER_FAIL: Rule = take_over(
     State::Failed,
     "a claim past its lease under at-most-once",
 );
-const COMPLETE: Rule = owner_move(
-    "complete",
-    State::Completed,
-    CancelFence::NotRequested,
-    "the effect is done; refused while a cancel is requested (the owner withdraws instead)",
-);
+const COMPLETE: Rule = Rule {
+    batched: &["move_many", "complete_batch", "complete"],
+    ..owner_move(
+        "complete",
+        State::Completed,
+        CancelFence::NotRequested,
+        "the effect is done; refused while a cancel is requested (the owner withdraws instead)",
+    )
+};
 const RELEASE: Rule = owner_move(
     "release",
     State::Queued,
