@@ -10,14 +10,14 @@ given the answer to the step before (``None`` for the first). The last step
 is ``finish`` (an outcome) or ``error``. ``tests/test_decisions.py`` runs
 every case of ``protocol/decisions.json`` through it.
 
-The job is a dict: ``job_type``, ``effect`` (``keyed``, ``lookup``,
-``opaque``, ``local``), ``on_stale``, ``max_retries``, ``lease_ms``,
-``timeout_ms``, ``owner``. The entry says how a case starts:
-``{"run": {"op_key", "fingerprint"}}`` (one delivery), ``{"run_claimed":
-{"token", "attempts"}}`` (a claim taken elsewhere),
-``{"release_unstarted": {"token", "attempts", "reason"}}`` and
-``{"local": {"op_key", "fingerprint"}}`` (a local effect in the caller's
-transaction).
+The job is a dict: ``effect`` (``keyed``, ``lookup``, ``opaque``,
+``local``), ``on_stale`` (``hold``, ``at_least_once``, ``at_most_once``; None
+unless opaque), ``max_retries``, ``lease_ms``, ``timeout_ms``. The entry says
+how a case starts: ``{"entry": "run", "fingerprint"}`` (one delivery),
+``{"entry": "run_claimed", "claim": {"token", "attempts"}}`` (a claim taken
+elsewhere), ``{"entry": "release_unstarted", "claim", "reason"}`` (that claim
+given back before acting) and ``{"entry": "local", "fingerprint"}`` (a local
+effect in the caller's transaction).
 
 A row (an answer to ``claim``, ``read``) is the record as the machine needs
 it: ``state``, ``token``, ``attempts``, ``owner``, ``fingerprint``,
@@ -105,21 +105,20 @@ class Decider:
     def __init__(self, job: Mapping[str, Any], entry: Mapping[str, Any]):
         self._steps = _Machine(job).start(entry)
         self._started = False
-        self._ended = False
+        self._end: Optional[Step] = None
 
     def next(self, answer: Answer = None) -> Step:
-        """The step after ``answer`` (the answer to the step before; ``None`` first)."""
-        if self._ended:
-            raise RuntimeError("the machine has ended: its last step was finish or error")
+        """The step after ``answer`` (the answer to the step before; ``None``
+        first and to an audit append). After the end, the end again."""
+        if self._end is not None:
+            return self._end
         if not self._started:
-            if answer is not None:
-                raise ValueError("the first step is asked for with no answer")
             self._started = True
             step = next(self._steps)
         else:
             step = self._steps.send(answer)
         if step["do"] in ("finish", "error"):
-            self._ended = True
+            self._end = step
         return step
 
 
@@ -151,18 +150,18 @@ class _Machine:
         self.attempt = 0
 
     def start(self, entry: Mapping[str, Any]) -> Steps:
-        (how, given), = entry.items()
+        how = entry["entry"]
         try:
             if how == "run":
-                yield from self._run(given)
+                yield from self._run(entry["fingerprint"])
             elif how == "run_claimed":
-                self._hold(given)
+                self._hold(entry["claim"])
                 yield from self._act(after_stale=False)
             elif how == "release_unstarted":
-                self._hold(given)
-                yield from self._release_or_cancel(given["reason"], None, looked_up=False)
+                self._hold(entry["claim"])
+                yield from self._release_or_cancel(entry["reason"], None, looked_up=False)
             elif how == "local":
-                yield from self._local(given)
+                yield from self._local(entry["fingerprint"])
             else:
                 raise ValueError(f"no entry {how!r}")
         except _Ended as end:
@@ -174,12 +173,12 @@ class _Machine:
         self.token, self.attempt = int(claim["token"]), int(claim["attempts"])
 
     # -- a delivery ---------------------------------------------------------------
-    def _run(self, delivery: Mapping[str, Any]) -> Steps:
+    def _run(self, fingerprint: str) -> Steps:
         word, found = kind_of((yield {"do": "claim"}))
         if word == CLAIMED:
             self._hold(found)
             yield from self._act(after_stale=False)
-        stale = self._decide(found, delivery)
+        stale = self._decide(found, fingerprint)
         how = settle(self.effect, self.on_stale, stale["attempts"])
         who = stale.get("owner") or "?"
         if how == REDO:
@@ -191,19 +190,19 @@ class _Machine:
         else:
             reason = f"claim by {who} went past its lease; the effect may or may not have happened"
         taken = yield {"do": "take_over", "settle": how, "stale_token": stale["token"], "reason": reason}
-        if taken is not None:
-            _, claim = kind_of(taken)
+        if taken is not None:  # the claim taken: {"token", "attempts"}
+            claim = taken
             yield self._audit("take_over", int(claim["token"]), CLAIMED_STATE, take_over_to(how).value,
                               f"stale token {stale['token']}: {reason}")
             if how == REDO:
                 self._hold(claim)
                 yield from self._act(after_stale=True)
-        yield from self._settled_after_race(delivery)
+        yield from self._settled_after_race(fingerprint)
 
-    def _decide(self, row: Row, delivery: Mapping[str, Any]) -> Row:
+    def _decide(self, row: Row, fingerprint: str) -> Row:
         """What an existing row means for this delivery: the end, or the stale row to take over."""
-        if row["fingerprint"] != delivery["fingerprint"]:
-            raise _error("payload_mismatch", stored=row["fingerprint"], offered=delivery["fingerprint"])
+        if row["fingerprint"] != fingerprint:
+            raise _error("payload_mismatch", stored=row["fingerprint"], offered=fingerprint)
         state, now = row["state"], row["now_ms"]
         if state == COMPLETED:
             raise _finish("done", result=_stored_value(row.get("result")),
@@ -223,12 +222,12 @@ class _Machine:
         raise _finish("in_progress", age_ms=max(now - claimed_at, 0),
                       lease_ms=max(lease_until - claimed_at, 0), owner=row.get("owner"))
 
-    def _settled_after_race(self, delivery: Mapping[str, Any]) -> Steps:
+    def _settled_after_race(self, fingerprint: str) -> Steps:
         """After a lost take-over race or a settled take-over: the row as it stands."""
         row = yield {"do": "read"}
         if row is None:
             raise _error("not_found")
-        stale = self._decide(row, delivery)
+        stale = self._decide(row, fingerprint)
         # Still stale: someone else is taking it over right now.
         raise self._in_progress_stale(stale)
 
@@ -267,8 +266,12 @@ class _Machine:
                 return report
             retries_left -= 1
             look_first = self.effect == "lookup"
-            if (yield {"do": "sleep", "ms": sleep_ms}) == TIMED_OUT:
+            word, value = kind_of((yield {"do": "sleep", "ms": sleep_ms}))
+            if word == TIMED_OUT:
                 # Nothing was sent during the sleep: the last report stands.
+                return report
+            if word != SLEPT:
+                report = yield from self._stopped_answer(word, value)
                 return report
             sleep_ms *= 2
 
@@ -294,7 +297,7 @@ class _Machine:
             return (DONE, value), False
         if word == NOT_SENT:
             return (NOT_SENT, value), True
-        if word == UNKNOWN:
+        if word in (UNKNOWN, RAISED):
             return (UNKNOWN, value), self.effect in ("keyed", "lookup")
         if word == FAILED:
             return (FAILED, value), False
@@ -321,12 +324,10 @@ class _Machine:
         what, detail = report
         if what == DONE:
             ref, result = detail.get("external_ref"), detail.get("result")
-            # ``unstored``: the interpreter could not turn the effect's result
-            # into JSON (Python only); the effect happened all the same.
+            # ``unstored``: the effect's result could not be turned into JSON
+            # by the interpreter; the effect happened all the same.
             unstored = detail.get("unstored")
-            text = None if unstored else canonical_json(result)
-            if unstored:
-                result = None
+            text = canonical_json(result)
             if (yield self._move("complete", external_ref=ref, result=text, error=unstored)) is True:
                 raise _finish("done", result=result, external_ref=ref, repeat=False)
             yield from self._completion_refused(ref, text)
@@ -362,7 +363,7 @@ class _Machine:
         None: given back unstarted, due at once); cancels it instead when a
         cancel was requested."""
         if (yield from self._release(reason, backoff)):
-            raise _finish("retry_later", reason=reason, retry_after_ms=backoff)
+            raise _finish("retry_later", reason=reason, retry_after_ms=backoff or 0)
         yield from self._cancel_unsent(f"cancel requested; the effect was not sent ({reason})", looked_up)
 
     def _looked_up(self, reason: str) -> bool:
@@ -399,7 +400,7 @@ class _Machine:
             yield from self._lost_claim()
         yield self._audit(_FENCED_EVENT[move], self.token, CLAIMED_STATE, _to(move), reason)
 
-    def _completion_refused(self, ref: Optional[str], text: Optional[str]) -> Steps:
+    def _completion_refused(self, ref: Optional[str], text: str) -> Steps:
         """The completion changed nothing: a cancel came while the effect ran
         (withdraw it), or the claim is gone."""
         row = yield from self._read()
@@ -425,21 +426,21 @@ class _Machine:
         raise _finish("withdraw_failed", external_ref=ref, error=error)
 
     # -- local effects ------------------------------------------------------------
-    def _local(self, delivery: Mapping[str, Any]) -> Steps:
+    def _local(self, fingerprint: str) -> Steps:
         word, found = kind_of((yield {"do": "claim"}))
         if word != CLAIMED:
             # A local claim outlives its transaction only if effect kinds were
             # mixed on one job type: a person must look.
-            raise self._in_progress_stale(self._decide(found, delivery))
+            raise self._in_progress_stale(self._decide(found, fingerprint))
         self._hold(found)
         yield from self._fault(AFTER_CLAIM)
         word, value = kind_of((yield {"do": "perform", "try": 1}))
-        if word == RAISED:
-            raise _error("local_effect_failed", why=value)
         if word == TIMED_OUT:
             raise _error("timeout", timeout_ms=self.job["timeout_ms"])
+        if word == CLAIM_LOST:
+            raise _error("local_effect_failed", why="the claim was lost")
         if word != DONE:
-            raise ValueError(f"not a local effect's answer: {word!r}")
+            raise _error("local_effect_failed", why=value)
         yield from self._fault(AFTER_EFFECT)
         result = value.get("result")
         if (yield self._move("complete", result=canonical_json(result))) is True:
@@ -499,9 +500,7 @@ def _stopped(what: Any) -> str:
 def _within_answer_rules(report: Tuple[str, Any]) -> Tuple[str, Any]:
     """A done answer whose reference or result breaks the answer rules broke
     the protocol, as a 2xx without an id does: failed for good, nothing stored."""
-    done = report[1]
-    text = None if done.get("unstored") else canonical_json(done.get("result"))
-    why = answer_rules.broken(done.get("external_ref"), text)
+    why = answer_rules.broken(report[1].get("external_ref"), canonical_json(report[1].get("result")))
     return report if why is None else (FAILED, why)
 
 
