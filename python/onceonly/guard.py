@@ -105,7 +105,7 @@ class Guard:
             raise InvalidInput("a local effect runs in the caller's transaction: use run_local")
         validate_op_key(op_key)
         d = _Delivery(op_key, payload, perform=perform, lookup=lookup, withdraw=withdraw)
-        return self._drive(Decider(self.job(), {"run": self._delivery(op_key, payload)}), d)
+        return self._drive(Decider(self.job(), {"entry": "run", "fingerprint": payload.fingerprint}), d)
 
     def run_local(self, conn: Any, op_key: str, payload: Payload,
                   effect: Callable[[Any, EffectCtx], Any]) -> Outcome:
@@ -122,19 +122,14 @@ class Guard:
             raise InvalidInput(f"this job's records are on {self.store.dialect}; the connection given is {dialect_of(conn)}")
         d = _Delivery(op_key, payload, local=effect, conn=conn)
         with transaction(conn):
-            return self._drive(Decider(self.job(), {"local": self._delivery(op_key, payload)}), d)
+            return self._drive(Decider(self.job(), {"entry": "local", "fingerprint": payload.fingerprint}), d)
 
     def job(self) -> Dict[str, Any]:
         """The job as the decisions machine reads it."""
         spec = self.spec
-        return {"job_type": spec.job_type, "effect": spec.effect.value,
+        return {"effect": spec.effect.value,
                 "on_stale": spec.on_stale.value.replace("-", "_") if spec.effect is Kind.OPAQUE else None,
-                "max_retries": spec.max_retries, "lease_ms": spec.lease_ms, "timeout_ms": spec.timeout_ms,
-                "owner": self.owner}
-
-    @staticmethod
-    def _delivery(op_key: str, payload: Payload) -> Dict[str, Any]:
-        return {"op_key": op_key, "fingerprint": payload.fingerprint}
+                "max_retries": spec.max_retries, "lease_ms": spec.lease_ms, "timeout_ms": spec.timeout_ms}
 
     # -- the interpreter ----------------------------------------------------------
     def _drive(self, machine: Decider, d: _Delivery) -> Outcome:
@@ -294,6 +289,8 @@ class Guard:
         no retry starts after it, so none runs once the claim may be taken over."""
         log.debug("retrying under the claim job=%s key=%s in %sms", self.spec.job_type, d.op_key, step["ms"])
         time.sleep(min(step["ms"] / 1000, d.ctx.remaining()))
+        if d.beat is not None and d.beat.answer is not None:
+            return d.beat.answer  # the claim lost, or its lease unrenewed, meanwhile
         return "timed_out" if d.ctx.remaining() == 0 else "slept"
 
     def _withdraw(self, step: Step, d: _Delivery) -> Any:
