@@ -233,8 +233,8 @@ class Guard:
             # Recorded at once (Celery's soft limit counts from the task's
             # start, so it can come before ctx's deadline).
             return {"interrupted": type(e).__name__}
-        except Exception as e:  # it may have acted before it raised
-            return {"unknown": f"the effect raised {type(e).__name__}: {e}"}
+        except Exception as e:  # it may have acted before it raised: unknown
+            return {"raised": f"the effect raised {type(e).__name__}: {e}"}
         if d.ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
             log.warning("effect of %s:%s returned after the job timeout (%s)",
                         d.ctx.job_type, d.ctx.op_key, fmt_ms(self.spec.timeout_ms))
@@ -288,7 +288,11 @@ class Guard:
         """Waits before a retry under the claim, never past the job timeout:
         no retry starts after it, so none runs once the claim may be taken over."""
         log.debug("retrying under the claim job=%s key=%s in %sms", self.spec.job_type, d.op_key, step["ms"])
-        time.sleep(min(step["ms"] / 1000, d.ctx.remaining()))
+        wait = min(step["ms"] / 1000, d.ctx.remaining())
+        if d.beat is not None:
+            d.beat.wait(wait)  # ends early when the heartbeat stops the attempts
+        else:
+            time.sleep(wait)
         if d.beat is not None and d.beat.answer is not None:
             return d.beat.answer  # the claim lost, or its lease unrenewed, meanwhile
         return "timed_out" if d.ctx.remaining() == 0 else "slept"
@@ -393,6 +397,7 @@ class _Heartbeat:
         self._lock = threading.Lock()
         self._in_effect = self._raised = self._stopped = False
         self._stop = threading.Event()
+        self._answered = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="onceonly-heartbeat", daemon=True)
         self._thread.start()
 
@@ -430,6 +435,7 @@ class _Heartbeat:
             if self._stopped:
                 return
             self.answer = answer
+            self._answered.set()
             if self._in_effect:
                 self._raised = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_EffectStopped))
@@ -449,6 +455,10 @@ class _Heartbeat:
             if raised:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), None)
                 raise _EffectStopped()
+
+    def wait(self, seconds: float) -> None:
+        """Sleeps between tries, waking when the attempts were stopped."""
+        self._answered.wait(seconds)
 
     def stop(self) -> None:
         with self._lock:

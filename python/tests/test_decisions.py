@@ -288,3 +288,39 @@ def test_the_cases_without_timing_run_through_the_guard(monkeypatch, capsys):
             run_through_the_guard(case, m)
     with capsys.disabled():
         print(f"\ndecisions through the guard: {len(SHELL_CASES)} of {len(CASES)} cases")
+
+
+def test_a_stop_between_tries_answers_the_sleep_and_the_next_try_is_not_made(store):
+    """The timing answers the scripted cases leave out, as the shell gives
+    them: a heartbeat that found the claim gone (or could not renew the
+    lease) while no effect ran answers the sleep it happened in, and any
+    later lookup or perform, without calling the effect."""
+    import time as clock
+
+    from onceonly import guard as shell
+    from conftest import spec
+
+    class StoppedBeat:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def wait(self, seconds):
+            pass
+
+        def stop(self):
+            pass
+
+    g = Guard(store, spec(effect="lookup", heartbeat="100ms", lease="600ms", timeout="5s"))
+    calls = []
+    for answer in ("claim_lost", {"lease_unrenewed": "no route"}):
+        d = shell._Delivery("k", Payload.of(1), perform=lambda ctx: calls.append("perform"),
+                            lookup=lambda ctx: calls.append("lookup"))
+        g._claimed(Claim(1, 1, 0, 0), d)
+        d.beat = StoppedBeat(answer)
+        assert g._sleep({"do": "sleep", "ms": 20}, d) == answer
+        assert g._perform({"do": "perform", "try": 2}, d) == answer
+        assert g._lookup({"do": "lookup"}, d) == answer
+    assert calls == []
+    d.beat = None
+    d.ctx.deadline = clock.monotonic()  # the job timeout ran out
+    assert g._sleep({"do": "sleep", "ms": 20}, d) == "timed_out"
