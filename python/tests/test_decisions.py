@@ -90,19 +90,29 @@ class Script:
 
     def __init__(self, case: Dict[str, Any]):
         self.name, self.steps, self.at = case["name"], case["steps"], 0
+        self.wrong: Optional[str] = None  # kept: the guard swallows a failed audit append
 
     def take(self, do: str, **seen: Any) -> Any:
-        assert self.at < len(self.steps), f"{self.name}: the guard did {do} after the case's end"
-        recorded = self.steps[self.at]
-        step = recorded["step"]
-        assert step["do"] == do, f"{self.name}: step {self.at}: the guard did {do} {seen}; the case has {_json(step)}"
-        for field, value in seen.items():
-            assert _json(value) == _json(step[field]), (
-                f"{self.name}: step {self.at} ({do}): {field} is {_json(value)}, the case has {_json(step[field])}")
+        self._check(do, seen)
         self.at += 1
-        return recorded.get("answer")
+        return self.steps[self.at - 1].get("answer")
+
+    def _check(self, do: str, seen: Dict[str, Any]) -> None:
+        if self.at >= len(self.steps):
+            self._wrong(f"the guard did {do} after the case's end")
+        step = self.steps[self.at]["step"]
+        if step["do"] != do:
+            self._wrong(f"step {self.at}: the guard did {do} {seen}; the case has {_json(step)}")
+        for field, value in seen.items():
+            if _json(value) != _json(step[field]):
+                self._wrong(f"step {self.at} ({do}): {field} is {_json(value)}, the case has {_json(step[field])}")
+
+    def _wrong(self, why: str) -> None:
+        self.wrong = self.wrong or f"{self.name}: {why}"
+        raise AssertionError(self.wrong)
 
     def end(self) -> Dict[str, Any]:
+        assert self.wrong is None, self.wrong
         assert self.at == len(self.steps) - 1, (
             f"{self.name}: the guard ended at step {self.at}; the case has {_json(self.steps[self.at]['step'])}")
         return self.steps[self.at]["step"]
