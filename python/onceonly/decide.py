@@ -32,8 +32,9 @@ from typing import Any, Dict, Generator, Mapping, Optional, Tuple
 
 from . import answer as answer_rules
 from .canonical import canonical_json
-from .protocol import (CANCELLED as CANCELLED_EVENT, FAIL, FAILED as FAILED_EVENT, HOLD_EVENT, OWNER_MOVES, REDO,
-                       cancel_unsent, owner_move, policy, take_over_to)
+from .protocol import (CANCELLED as CANCELLED_EVENT, COMPENSATED, FAIL, FAILED as FAILED_EVENT, HOLD_EVENT,
+                       LOST_CLAIM, OWNER_MOVES, REDO, RELEASED, RETRY, TAKE_OVER, WITHDRAW_FAILED, cancel_unsent,
+                       owner_move, policy, take_over_to)
 from .record import State
 from .spec import Kind, StalePolicy, fmt_ms
 
@@ -192,7 +193,7 @@ class _Machine:
         taken = yield {"do": "take_over", "settle": how, "stale_token": stale["token"], "reason": reason}
         if taken is not None:  # the claim taken: {"token", "attempts"}
             claim = taken
-            yield self._audit("take_over", int(claim["token"]), CLAIMED_STATE, take_over_to(how).value,
+            yield self._audit(TAKE_OVER, int(claim["token"]), CLAIMED_STATE, take_over_to(how).value,
                               f"stale token {stale['token']}: {reason}")
             if how == REDO:
                 self._hold(claim)
@@ -385,7 +386,7 @@ class _Machine:
         """Releases the claim to queued unless a cancel was requested (False:
         still ours, the cancel pending); the claim gone is the end."""
         if (yield self._move("release", error=reason, retry_after_ms=backoff)) is True:
-            event = "retry" if backoff is not None else "released"
+            event = RETRY if backoff is not None else RELEASED
             yield self._audit(event, self.token, CLAIMED_STATE, QUEUED, reason,
                               attempt=self.attempt, retry_after_ms=backoff or 0)
             return True
@@ -412,10 +413,10 @@ class _Machine:
             word, why = kind_of((yield {"do": "withdraw", "external_ref": ref}))
             error = None if word == WITHDRAWN else why
         if error is None:
-            move, event = "cancel_claimed", "compensated"
+            move, event = "cancel_claimed", COMPENSATED
             note = "cancel requested while the effect ran; withdrawn at the destination"
         else:
-            move, event = "complete_withdraw_failed", "withdraw_failed"
+            move, event = "complete_withdraw_failed", WITHDRAW_FAILED
             note = (f"cancel requested while the effect ran, but the withdraw failed ({error}); "
                     "the item is live at the destination")
         if (yield self._move(move, external_ref=ref, result=text, error=note)) is not True:
@@ -469,7 +470,7 @@ class _Machine:
 
     def _lost(self, row: Row) -> Steps:
         detail = f"the row is now {row['state']} with token {row['token']} (owner {row.get('owner') or '-'})"
-        yield self._audit("lost_claim", self.token, CLAIMED_STATE, row["state"], detail)
+        yield self._audit(LOST_CLAIM, self.token, CLAIMED_STATE, row["state"], detail)
         raise _error("lost_claim", token=self.token, row=row)
 
     def _move(self, move: str, external_ref: Optional[str] = None, result: Optional[str] = None,

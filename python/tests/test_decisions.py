@@ -53,6 +53,13 @@ def test_every_case_runs_machine_direct(capsys):
     assert not failures, f"{len(failures)} of {len(CASES)} cases differ; the first:\n" + "\n".join(failures[:3])
 
 
+def test_every_audit_event_of_the_cases_is_one_this_client_knows():
+    from onceonly.protocol import AUDIT_EVENTS
+
+    events = {s["step"]["event"] for c in CASES for s in c["steps"] if s["step"]["do"] == "audit"}
+    assert events and events <= set(AUDIT_EVENTS), events - set(AUDIT_EVENTS)
+
+
 def test_a_changed_step_fails_the_replay():
     """The comparison can fail: a case with one recorded step altered differs."""
     case = json.loads(json.dumps(CASES[0]))
