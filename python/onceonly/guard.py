@@ -233,8 +233,8 @@ class Guard:
             # Recorded at once (Celery's soft limit counts from the task's
             # start, so it can come before ctx's deadline).
             return {"interrupted": type(e).__name__}
-        except Exception as e:  # it may have acted before it raised: unknown
-            return {"raised": f"the effect raised {type(e).__name__}: {e}"}
+        except Exception as e:  # it may have acted before it raised
+            return {"unknown": f"the effect raised {type(e).__name__}: {e}"}
         if d.ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
             log.warning("effect of %s:%s returned after the job timeout (%s)",
                         d.ctx.job_type, d.ctx.op_key, fmt_ms(self.spec.timeout_ms))
