@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # The Python client (python/, issue #12): its pytest suite (shared corpus,
-# both stores, local effects, the Rust CLI on Python records and back, Celery
-# through a real worker), then the replay through real Celery workers on
-# RabbitMQ (every scenario, PostgreSQL) and Redis (duplicates and concurrency,
+# the SQLite, PostgreSQL and MySQL stores, local effects, the Rust CLI on
+# Python records and back, Celery through a real worker, Django on all three
+# databases), then the replay through real Celery workers on RabbitMQ (every
+# scenario, PostgreSQL and MariaDB) and Redis (duplicates and concurrency,
 # SQLite). Servers come from 00-services; with CI=true an unreachable one fails.
 set -euo pipefail
+
+# mysqlclient (the [test] extra; Django's MySQL backend) builds against
+# MariaDB's client library: Debian's headers and pkg-config.
+packages=(libmariadb-dev pkg-config)
+missing=()
+for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+if ((${#missing[@]})); then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 
 venv=.venv/python
 if [ ! -x "$venv/bin/python" ]; then
@@ -26,6 +37,9 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
 export ONCEONLY_BIN="$target_dir/debug/onceonly"
 
+# Servers must answer under CI (the tests fail, not skip, when they do not).
+mysql -h 127.0.0.1 -u root -e 'SELECT 1' >/dev/null
+
 (cd python && "../$venv/bin/python" -m pytest -q -p no:cacheprovider)
 
 # The replay through real Celery workers. Fewer concurrent runs than the
@@ -36,5 +50,11 @@ psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $db"
 trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"' EXIT
 "$venv/bin/python" -m onceonly.replay --queue celery --broker amqp://guest:guest@127.0.0.1:5672// \
   --db "postgresql://postgres@127.0.0.1:5432/$db" --runs 20 --json "$reports/rabbitmq.json"
+# Every scenario again with the records and the local effect on MariaDB.
+mydb="mysqlpython_ci_$$"
+mysql -h 127.0.0.1 -u root -e "CREATE DATABASE $mydb"
+trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"; mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS $mydb"' EXIT
+"$venv/bin/python" -m onceonly.replay --queue celery --broker amqp://guest:guest@127.0.0.1:5672// \
+  --db "mysql://root@127.0.0.1:3306/$mydb" --runs 20 --json "$reports/rabbitmq-mysql.json"
 "$venv/bin/python" -m onceonly.replay --queue celery --broker redis://127.0.0.1:6379/14 \
   --scenarios repeat,concurrent --runs 20 --json "$reports/redis.json"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The Ruby client (ruby/, issue #13): Debian's Ruby and gems (the RubyGems
 # registry is not reachable), the SQL copies, the minitest suite (shared
-# corpus, both stores, Sidekiq on Redis, cross-language with the Rust CLI),
-# gem build + a local gem install, and the replay through real Sidekiq
-# processes on SQLite and PostgreSQL (fewer concurrent runs than the 100 of
-# docs/sidekiq.md, to keep the step short).
+# corpus, the three stores, Sidekiq on Redis, cross-language with the Rust
+# CLI), gem build + a local gem install, and the replay through real Sidekiq
+# processes on SQLite, PostgreSQL and MariaDB (fewer concurrent runs than the
+# 100 of docs/sidekiq.md, to keep the step short).
 set -euo pipefail
 
-packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick ruby-activerecord)
+packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minitest ruby-connection-pool ruby-webrick ruby-activerecord ruby-mysql2)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -27,6 +27,7 @@ fi
 # Servers must answer under CI (the tests fail, not skip, when they do not).
 pg_isready -q -h 127.0.0.1 -p 5432
 redis-cli -h 127.0.0.1 ping | grep -q PONG
+mysqladmin -h 127.0.0.1 -u root --silent ping
 
 (cd ruby && ruby -Ilib -Itest -e 'Dir["test/*_test.rb"].sort.each { |f| require File.expand_path(f) }')
 
@@ -43,6 +44,17 @@ GEM_HOME="$tmp/gems" gem install -q --local --no-document "$tmp/onceonly.gem" >/
   out = guard.run("k", { "a" => 1 }) { "sent" }
   abort out.inspect unless out.result == "sent"
   puts "installed gem: migrate and a guarded run work"')
+# The installed gem ships the MySQL SQL too: migrate and a guarded run on a fresh MariaDB database.
+mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS onceonly_rb_gem; CREATE DATABASE onceonly_rb_gem"
+(cd "$tmp" && GEM_HOME="$tmp/gems" ruby -e '
+  require "onceonly"
+  store = Onceonly.connect("mysql://root@127.0.0.1:3306/onceonly_rb_gem"); store.migrate
+  abort "SQL not from the gem" unless Onceonly::SQL::DIR.start_with?(ENV["GEM_HOME"])
+  guard = Onceonly::Guard.new(store, Onceonly::JobSpec.new(job_type: "gem.check", effect: :keyed))
+  out = guard.run("k", { "a" => 1 }) { "sent" }
+  abort out.inspect unless out.result == "sent"
+  puts "installed gem on MariaDB: migrate and a guarded run work"')
+mysql -h 127.0.0.1 -u root -e "DROP DATABASE onceonly_rb_gem"
 
 ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --redis redis://127.0.0.1:6379/12 --runs 20 \
   --json "$tmp/replay-sqlite.json"
@@ -50,3 +62,6 @@ psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS onceonly_
   -c "CREATE DATABASE onceonly_rb_replay"
 ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --redis redis://127.0.0.1:6379/12 --runs 20 \
   --db postgres://postgres@127.0.0.1:5432/onceonly_rb_replay --json "$tmp/replay-postgres.json"
+mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS onceonly_rb_replay; CREATE DATABASE onceonly_rb_replay"
+ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --redis redis://127.0.0.1:6379/12 --runs 20 \
+  --db mysql://root@127.0.0.1:3306/onceonly_rb_replay --json "$tmp/replay-mysql.json"

@@ -1,5 +1,6 @@
 """Test helpers: a fresh database per test (a SQLite file, a PostgreSQL schema
-or database), the Rust CLI, and skip-unless-CI for unreachable servers."""
+or database, a MySQL database), the Rust CLI, and skip-unless-CI for
+unreachable servers."""
 from __future__ import annotations
 
 import os
@@ -18,6 +19,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI") == "true"
 PG_URL = os.environ.get("ONCEONLY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PG_ADMIN = PG_URL.rsplit("/", 1)[0] + "/postgres"
+MYSQL_URL = os.environ.get("ONCEONLY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+#: every test's own MySQL database starts with this (dropped after the test)
+MYSQL_PREFIX = "mysqlpython_"
 
 
 def unreachable(what: str, why: object):
@@ -66,9 +70,85 @@ def pg_store():
         c.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-@pytest.fixture(params=["sqlite", "pg"])
+def mysql_admin():
+    """A PyMySQL connection to the test server (autocommit), or unreachable."""
+    import pymysql
+
+    from onceonly.stores.mysql import connect_args
+
+    args = connect_args(MYSQL_URL)
+    try:
+        return pymysql.connect(**args, charset="utf8mb4", autocommit=True, connect_timeout=5)
+    except pymysql.MySQLError as e:
+        unreachable("MySQL at " + MYSQL_URL, e)
+
+
+@pytest.fixture
+def mysql_database():
+    """A fresh MySQL database's URL; dropped after the test."""
+    admin = mysql_admin()
+    name = MYSQL_PREFIX + secrets.token_hex(5)
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")
+    yield MYSQL_URL.rsplit("/", 1)[0] + "/" + name
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    admin.close()
+
+
+def mysql_store_of(url: str, driver: str = "pymysql", found_rows: bool = False):
+    from onceonly.stores.mysql import MySqlStore
+
+    store = MySqlStore(url, driver=driver, found_rows=found_rows)
+    store.migrate()
+    return store
+
+
+# The two corners of (driver, CLIENT_FOUND_ROWS): the store's own connections
+# count changed rows on PyMySQL and matched rows on mysqlclient here, so every
+# store test runs in both modes (test_mysql.py runs all four).
+MYSQL_MODES = {"mysql": ("pymysql", False), "mysqlclient_found_rows": ("mysqlclient", True)}
+
+
+class MySqlUser:
+    """The user's own PyMySQL or mysqlclient connection (the DB-API default:
+    autocommit off), with the ``execute`` the other drivers' tests call."""
+
+    def __init__(self, url, driver="pymysql"):
+        from onceonly.stores.mysql import _module, connect_args
+
+        self.raw = _module(driver).connect(**connect_args(url), charset="utf8mb4")
+
+    def execute(self, sql, args=None):
+        cur = self.raw.cursor()
+        cur.execute(sql, args)
+        return cur
+
+    def commit(self):
+        self.raw.commit()
+
+    def rollback(self):
+        self.raw.rollback()
+
+    def close(self):
+        self.raw.close()
+
+
+@pytest.fixture
+def mysql_store(mysql_database):
+    store = mysql_store_of(mysql_database)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "pg", *MYSQL_MODES])
 def store(request):
-    return request.getfixturevalue(f"{request.param}_store")
+    if request.param in MYSQL_MODES:
+        s = mysql_store_of(request.getfixturevalue("mysql_database"), *MYSQL_MODES[request.param])
+        yield s
+        s.close()
+    else:
+        yield request.getfixturevalue(f"{request.param}_store")
 
 
 @pytest.fixture
@@ -82,11 +162,13 @@ def pg_database():
     admin.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def db_url(request, tmp_path):
     """A database URL the Rust CLI and Python both open, of each kind."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/shared.db"
+    if request.param == "mysql":
+        return request.getfixturevalue("mysql_database")
     return request.getfixturevalue("pg_database")
 
 

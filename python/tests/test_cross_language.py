@@ -14,7 +14,7 @@ import onceonly
 from onceonly import Done, Guard, Held, Payload, State
 from onceonly import sqlfiles
 from onceonly.http import HttpDestination
-from conftest import spec
+from conftest import MySqlUser, spec
 
 PAYLOAD_TEXT = '{"amount":5,"to":"a@example.com"}'
 P = Payload.parse(PAYLOAD_TEXT)
@@ -31,10 +31,20 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
 
 
+def kind_of(url):
+    return "sqlite" if url.startswith("sqlite") else "mysql" if url.startswith(("mysql", "mariadb")) else "postgres"
+
+
 def bookkeeping(url):
     if url.startswith("sqlite"):
         with sqlite3.connect(url[len("sqlite://"):]) as c:
             return c.execute("SELECT version, name FROM onceonly_migrations ORDER BY version").fetchall()
+    if kind_of(url) == "mysql":
+        user = MySqlUser(url)
+        try:
+            return [tuple(r) for r in user.execute("SELECT version, name FROM onceonly_migrations ORDER BY version")]
+        finally:
+            user.close()
     import psycopg
 
     with psycopg.connect(url) as c:
@@ -56,7 +66,7 @@ def test_python_migrates_then_rust_finds_nothing_to_do(db_url, cli):
     store.migrate()
     applied = bookkeeping(db_url)
     # Every migration the Rust store ships, as the package's copy lists them.
-    kind = "sqlite" if db_url.startswith("sqlite") else "postgres"
+    kind = kind_of(db_url)
     assert [v for v, _ in applied] == [v for v, _, _ in sqlfiles.migrations(kind)]
     oo(cli, db_url, "migrate")
     assert bookkeeping(db_url) == applied
@@ -248,28 +258,36 @@ def test_cli_repeats_reads_a_table_python_guarded(db_url, cli):
     store = onceonly.connect(db_url)
     store.migrate()
     if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url[len("sqlite://"):])
+        conn = user = sqlite3.connect(db_url[len("sqlite://"):])
+    elif kind_of(db_url) == "mysql":
+        user = MySqlUser(db_url)
+        conn = user.raw
     else:
         import psycopg
 
-        conn = psycopg.connect(db_url)
+        conn = user = psycopg.connect(db_url)
     ph = "?" if db_url.startswith("sqlite") else "%s"
     for table in ("naive_sends", "guarded_sends"):
-        conn.execute(f"CREATE TABLE {table} (order_key TEXT, sent_at BIGINT)")
-    conn.commit()
+        user.execute(f"CREATE TABLE {table} (order_key TEXT, sent_at BIGINT)")
+    user.commit()
     g = Guard(store, spec("ship", effect="local"))
     for delivery in range(3):  # the same message three times
-        conn.execute(f"INSERT INTO naive_sends VALUES ({ph}, {ph})", ("o-1", 1_793_606_400 + delivery * 10))
-        conn.commit()
+        user.execute(f"INSERT INTO naive_sends VALUES ({ph}, {ph})", ("o-1", 1_793_606_400 + delivery * 10))
+        user.commit()
         def send(c, ctx, at=1_793_606_400 + delivery * 10):
-            c.execute(f"INSERT INTO guarded_sends VALUES ({ph}, {ph})", (ctx.op_key, at))
+            user.execute(f"INSERT INTO guarded_sends VALUES ({ph}, {ph})", (ctx.op_key, at))
 
         g.run_local(conn, "o-1", P, send)
-    naive = json_lines(oo(cli, db_url, "repeats", "--table", "naive_sends", "--key", "order_key", "--at", "sent_at", "--json").stdout)
+    said = oo(cli, db_url, "repeats", "--table", "naive_sends", "--key", "order_key", "--at", "sent_at", "--json",
+              check=False)
+    if kind_of(db_url) == "mysql" and "does not read MySQL tables yet" in said.stderr:
+        user.close()
+        pytest.skip("this CLI's `repeats` does not read MySQL tables yet (issue #23); runs once it does")
+    naive = json_lines(said.stdout)
     guarded = json_lines(oo(cli, db_url, "repeats", "--table", "guarded_sends", "--key", "order_key", "--at", "sent_at", "--json").stdout)
     assert [(r["key"], r["count"]) for r in naive] == [("o-1", 3)]
     assert guarded == []
-    conn.close()
+    user.close()
 
 
 def test_a_retry_written_by_python_is_in_the_rust_history(db_url, cli):

@@ -1,5 +1,6 @@
 """onceonly.django in a real Django project (tests/django_project) on a real
-PostgreSQL database ("default") and a SQLite file ("lite"): the migration is
+PostgreSQL database ("default"), a SQLite file ("lite") and a real MariaDB
+database ("my", Django's MySQL backend on mysqlclient): the migration is
 the stores' own, the local effect's ORM writes and record commit or roll back
 together in Django's atomic block, settings come from Django settings."""
 import json
@@ -12,7 +13,7 @@ import pytest
 
 import onceonly
 from onceonly import Done, LocalEffectFailed, State
-from conftest import PG_ADMIN, PG_URL, unreachable
+from conftest import MYSQL_URL, PG_ADMIN, PG_URL, MySqlUser, unreachable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.join(HERE, "django_project")
@@ -26,14 +27,14 @@ def dj():
         sys.path.insert(0, PROJECT)
         from testsupport import setup
     try:
-        return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0])
-    except Exception as e:  # psycopg.OperationalError, without importing it first
+        return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0], MYSQL_URL)
+    except Exception as e:  # psycopg's or PyMySQL's OperationalError, without importing them first
         if "connect" in str(e).lower():
-            unreachable("PostgreSQL at " + PG_ADMIN, e)
+            unreachable(f"PostgreSQL at {PG_ADMIN} or MySQL at {MYSQL_URL}", e)
         raise
 
 
-@pytest.fixture(params=["default", "lite"])
+@pytest.fixture(params=["default", "lite", "my"])
 def alias(request, dj):
     return request.param
 
@@ -119,7 +120,7 @@ def test_inside_the_callers_atomic_block_the_callers_rollback_undoes_both(alias)
 def test_the_cli_reads_what_the_django_guard_wrote(alias, dj, cli):
     k = key()
     ship_guard(alias)(order_id=k)
-    url = dj["pg"] if alias == "default" else dj["lite"]
+    url = dj["urls"][alias]
     out = subprocess.run([cli, "--db", url, "inspect", "--job", "ship_inproc", "--json"],
                          capture_output=True, text=True, check=True).stdout
     rows = {r["key"]: r for r in map(json.loads, out.splitlines())}
@@ -152,6 +153,7 @@ def test_the_store_defaults_to_djangos_database(dj):
 
     assert store().url == dj["pg"]
     assert os.path.realpath(store("lite").path) == os.path.realpath(path_of(dj["lite"]))
+    assert store("my").url == dj["my"] and store("my").dialect == "mysql"
 
 
 def manage(url, *args):
@@ -161,6 +163,11 @@ def manage(url, *args):
 
 
 def migrations_applied(url):
+    if url.startswith("mysql"):
+        user = MySqlUser(url)
+        rows = list(user.execute("SELECT version, name, applied_at FROM onceonly_migrations ORDER BY version"))
+        user.close()
+        return rows
     store = onceonly.connect(url)
     conn = store._conn()
     table = "onceonly_migrations" if store.dialect == "sqlite" else "onceonly.migrations"
@@ -175,7 +182,7 @@ def test_manage_py_migrate_makes_the_schema_the_cli_and_python_store_use(db_url,
     done = manage(db_url, "migrate")
     assert done.returncode == 0 and "Applying onceonly.0001_tables... OK" in done.stdout, done.stdout + done.stderr
     applied = migrations_applied(db_url)
-    dialect = "sqlite" if db_url.startswith("sqlite") else "postgres"
+    dialect = "sqlite" if db_url.startswith("sqlite") else "mysql" if db_url.startswith("mysql") else "postgres"
     assert [(v, n) for v, n, _ in applied] == [(v, n) for v, n, _ in sqlfiles.migrations(dialect)]
     # The CLI finds every migration applied: it records nothing again.
     subprocess.run([cli, "--db", db_url, "migrate"], check=True, capture_output=True)
@@ -215,7 +222,7 @@ def test_manage_py_held_stuck_history_and_resolve_agree_with_the_cli(alias, dj, 
     from onceonly import Payload
     from onceonly.django import store
 
-    s, url = store(alias), (dj["pg"] if alias == "default" else dj["lite"])
+    s, url = store(alias), dj["urls"][alias]
     job, held_key, stuck_key = "cmd_" + secrets.token_hex(3), key(), key()
     c = s.claim(job, held_key, "dead-worker:1:0", Payload.of({"n": 1}), 1)
     time.sleep(0.05)
@@ -305,8 +312,15 @@ def test_the_store_url_keeps_every_part_of_a_django_database_entry(dj):
         "dbname": "shop", "host": "/var/run/postgresql"}
     with pytest.raises(onceonly.InvalidInput, match=r"in memory.*\['TEST'\]\['NAME'\]"):
         url_from("default", "sqlite", {"NAME": "file:memorydb_default?mode=memory&cache=shared"})
-    with pytest.raises(onceonly.InvalidInput, match="'legacy' is oracle: onceonly runs on sqlite or postgresql"):
+    with pytest.raises(onceonly.InvalidInput, match="'legacy' is oracle: onceonly runs on sqlite, postgresql or mysql"):
         url_from("legacy", "oracle", {"NAME": "x"})
+    from onceonly.stores.mysql import connect_args
+
+    assert connect_args(url_from("my", "mysql", entry)) == {
+        "host": "::1", "port": 6432, "user": "app@eu", "password": "p@ss:w/rd?#", "database": "shop db"}
+    assert connect_args(url_from("my", "mysql", {"NAME": "shop", "HOST": "/run/mysqld/mysqld.sock"})) == {
+        "host": "localhost", "port": 3306, "user": "", "password": "", "database": "shop",
+        "unix_socket": "/run/mysqld/mysqld.sock"}
 
 
 def test_guarded_task_takes_its_timing_from_settings_and_its_store_from_django(dj):

@@ -1,5 +1,5 @@
 """A real Celery worker of the Django project (tests/django_project) on
-RabbitMQ and PostgreSQL: a worker SIGKILLed between its ORM write and the
+RabbitMQ and PostgreSQL, SQLite or MariaDB: a worker SIGKILLed between its ORM write and the
 commit leaves neither the row nor a record, and the redelivery writes one
 row; a task enqueued with delay_on_commit in a block that rolls back never runs."""
 import os
@@ -60,7 +60,7 @@ def tasks(dj):
         conn.default_channel.queue_delete(dj["queue"])
 
 
-@pytest.mark.parametrize("alias", ["default", "lite"])  # PostgreSQL, SQLite
+@pytest.mark.parametrize("alias", ["default", "lite", "my"])  # PostgreSQL, SQLite, MariaDB
 def test_a_worker_killed_between_the_orm_write_and_the_commit_leaves_neither(dj, tasks, alias):
     k = key()
     first, log1 = start_worker(dj, "first", alias)

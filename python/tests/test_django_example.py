@@ -15,13 +15,15 @@ from test_celery import AMQP, reachable
 SHOP = REPO / "python/examples/django_shop"
 
 
-@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
 def test_the_django_shop_example_ships_once(db, tmp_path, request):
     reachable(AMQP, 5672)
     env = dict(os.environ, SHOP_BROKER=AMQP, SHOP_QUEUE="django-shop-" + secrets.token_hex(4),
                DJANGO_SETTINGS_MODULE="shop.settings")
     if db == "sqlite":
         env["SHOP_DB_NAME"] = str(tmp_path / "shop.sqlite3")
+    elif db == "mysql":
+        env["SHOP_MYSQL_NAME"] = request.getfixturevalue("mysql_database").rsplit("/", 1)[1]
     else:
         env["SHOP_PG_NAME"] = request.getfixturevalue("pg_database").rsplit("/", 1)[1]
 

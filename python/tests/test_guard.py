@@ -406,8 +406,10 @@ def test_unreachable_databases_are_named(tmp_path):
         onceonly.connect("postgresql://u:secret@127.0.0.1:1/x").migrate()
     with pytest.raises(onceonly.Unreachable, match="does not exist"):
         onceonly.connect(f"sqlite:///{tmp_path}/no/such/dir/x.db").migrate()
+    with pytest.raises(onceonly.Unreachable, match=r"mysql://u:\*\*\*@127.0.0.1:1/x unreachable"):
+        onceonly.connect("mysql://u:secret@127.0.0.1:1/x").migrate()
     with pytest.raises(onceonly.InvalidInput, match="not a database URL"):
-        onceonly.connect("mysql://x")
+        onceonly.connect("oracle://x")
 
 
 def test_a_broken_postgres_connection_is_replaced(pg_store):

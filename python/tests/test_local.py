@@ -1,12 +1,13 @@
 """Local effects: the user's row, the claim and the completion in one
-transaction on the user's own connection (sqlite3, psycopg, SQLAlchemy)."""
+transaction on the user's own connection (sqlite3, psycopg, PyMySQL,
+mysqlclient, SQLAlchemy)."""
 import sqlite3
 
 import pytest
 
 import onceonly
 from onceonly import Done, Guard, LocalEffectFailed, Payload, State
-from conftest import PG_URL, spec
+from conftest import PG_URL, MySqlUser, spec
 
 P = Payload.of({"order": 7})
 
@@ -27,12 +28,32 @@ def pg_conn(store):
     return conn, f'INSERT INTO "{store.schema}".shipments (order_key, at) VALUES (%s, 1)'
 
 
+def mysql_conn(store, driver=None):
+    # The other driver than the store's own connections, by default.
+    user = MySqlUser(store.url, driver or ("mysqlclient" if store.driver == "pymysql" else "pymysql"))
+    user.execute("CREATE TABLE IF NOT EXISTS shipments (order_key VARCHAR(64), at BIGINT) ENGINE = InnoDB")
+    user.commit()
+    return user, "INSERT INTO shipments (order_key, at) VALUES (%s, 1)"
+
+
+def user_conn(store):
+    """(the user's connection as the guard takes it, a wrapper with execute, insert)"""
+    if store.dialect == "mysql":
+        user, insert = mysql_conn(store)
+        return user.raw, user, insert
+    conn, insert = (sqlite_conn if store.dialect == "sqlite" else pg_conn)(store)
+    return conn, conn, insert
+
+
 def sqlalchemy_session(store):
     from sqlalchemy import create_engine, text
     from sqlalchemy.orm import Session
 
     if store.dialect == "sqlite":
         engine = create_engine(f"sqlite:///{store.path}")
+        table = "shipments"
+    elif store.dialect == "mysql":
+        engine = create_engine(store.url.replace("mysql://", "mysql+pymysql://", 1))
         table = "shipments"
     else:
         engine = create_engine(PG_URL.replace("postgresql://", "postgresql+psycopg://"))
@@ -46,18 +67,18 @@ def sqlalchemy_session(store):
 def user_db(request, store):
     """(connection or session, write(conn, key), count())"""
     if request.param == "driver":
-        conn, insert = (sqlite_conn if store.dialect == "sqlite" else pg_conn)(store)
+        conn, user, insert = user_conn(store)
 
         def write(c, key):
-            c.execute(insert, (key,))
+            c.cursor().execute(insert, (key,)) if store.dialect == "mysql" else c.execute(insert, (key,))
 
         def count():
-            n = conn.execute("SELECT count(*) FROM " + insert.split()[2]).fetchone()[0]
-            conn.commit()
+            n = user.execute("SELECT count(*) FROM " + insert.split()[2]).fetchone()[0]
+            user.commit()
             return n
 
         yield conn, write, count
-        conn.close()
+        user.close()
     else:
         from sqlalchemy import text
 
@@ -120,7 +141,7 @@ def test_a_crash_after_the_effect_rolls_back_and_the_redelivery_does_it_once(sto
 
 def test_a_local_job_refuses_a_connection_of_another_kind(sqlite_store):
     g = Guard(sqlite_store, spec("ship", effect="local"))
-    with pytest.raises(onceonly.InvalidInput, match="needs a sqlite3 connection, a psycopg connection or a SQLAlchemy session"):
+    with pytest.raises(onceonly.InvalidInput, match="needs a sqlite3, psycopg, PyMySQL or mysqlclient connection, a SQLAlchemy session"):
         g.run_local(object(), "o-4", P, lambda c, ctx: None)
     assert sqlite_store.get("ship", "o-4") is None
 
@@ -141,16 +162,16 @@ def test_a_local_completion_is_refused_while_a_cancel_is_requested(store):
     from onceonly import LostClaim
     from onceonly.stores import params
 
-    conn, insert = (sqlite_conn if store.dialect == "sqlite" else pg_conn)(store)
+    conn, user, insert = user_conn(store)
     g = Guard(store, spec("ship", effect="local"))
 
     def effect(c, ctx):
         args = params.request_cancel(store.clock_offset_ms, ctx.job_type, ctx.op_key, ctx.token)
         assert store._exec(store.driver_connection(c), "request_cancel", args)[0] == 1
-        c.execute(insert, (ctx.op_key,))
+        user.execute(insert, (ctx.op_key,))
         return {"shipped": ctx.op_key}
 
     with pytest.raises(LostClaim):
         g.run_local(conn, "o-9", P, effect)
     assert store.get("ship", "o-9") is None, "the claim and the effect rolled back"
-    conn.close()
+    user.close()

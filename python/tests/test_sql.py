@@ -9,7 +9,7 @@ from onceonly.stores.postgres import in_schema, migrate_lock_key
 from conftest import REPO
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
 def test_the_package_ships_the_rust_stores_files_byte_for_byte(store):
     crate = REPO / "crates" / f"onceonly-{store}"
     for kind in ("queries", "migrations"):

@@ -44,8 +44,9 @@ module Onceonly
       @logger ||= Logger.new($stderr, level: Logger::WARN, progname: "onceonly")
     end
 
-    # The store a URL names: sqlite://PATH, sqlite:///ABS/PATH or
-    # postgres(ql)://... (tables in the schema `schema`, default onceonly).
+    # The store a URL names: sqlite://PATH, sqlite:///ABS/PATH,
+    # postgres(ql)://... (tables in the schema `schema`, default onceonly) or
+    # mysql://... / mariadb://... (tables in the URL's database).
     def connect(url, **options)
       raise InvalidInput, "database URL must be a String, got #{url.inspect}" unless url.is_a?(String)
 
@@ -55,9 +56,12 @@ module Onceonly
       elsif url.start_with?("postgres://", "postgresql://")
         require "onceonly/stores/postgres"
         PgStore.new(url, **options)
+      elsif url.start_with?("mysql://", "mariadb://")
+        require "onceonly/stores/mysql"
+        MysqlStore.new(url, **options)
       else
         raise InvalidInput, "database URL #{redact(url).inspect}: " \
-                            "expected sqlite://PATH, sqlite:///ABS/PATH or postgres://..."
+                            "expected sqlite://PATH, sqlite:///ABS/PATH, postgres://... or mysql://..."
       end
     end
 

@@ -11,7 +11,7 @@ end
 
 # A local effect through ActiveRecord (Debian's ruby-activerecord 6.1): the
 # job's model writes, the claim and the completion in ActiveRecord's one
-# transaction, on SQLite and on PostgreSQL.
+# transaction, on SQLite, PostgreSQL and MySQL/MariaDB.
 class ActiveRecordTest < Minitest::Test
   include FreshStores
 
@@ -65,5 +65,20 @@ class ActiveRecordTest < Minitest::Test
     ::ActiveRecord::Base.establish_connection(Support::PG_URL)
     ::ActiveRecord::Base.connection.execute(%(SET search_path TO "#{store.schema}"))
     exercise(store)
+  end
+
+  # ActiveRecord's mysql2 connection counts matched rows (FOUND_ROWS) and
+  # makes its session strict; the claim runs in its transaction all the same.
+  def test_mysql
+    url = mysql_database_url
+    store = Onceonly.connect(url)
+    store.migrate
+    options = Onceonly::MysqlStore.client_options(url)
+    ::ActiveRecord::Base.establish_connection(adapter: "mysql2", **options.slice(:host, :port, :username, :password, :database))
+    raw = ::ActiveRecord::Base.connection.raw_connection
+    assert_kind_of Mysql2::Client, raw
+    exercise(store)
+    raw.query("UPDATE onceonly_ops SET state = state WHERE op_key = '1'")
+    assert_equal 1, raw.affected_rows, "ActiveRecord's connection counts matched rows: the mode the store's own does not use"
   end
 end

@@ -6,7 +6,7 @@ require "open3"
 require "net/http"
 
 # Records written by Ruby are read, migrated, taken over and resolved by the
-# Rust CLI, and the other way round, on SQLite and on PostgreSQL.
+# Rust CLI, and the other way round, on SQLite, PostgreSQL and MySQL/MariaDB.
 module CrossLanguageCases
   include FreshStores
 
@@ -154,5 +154,17 @@ class PgCrossLanguageTest < Minitest::Test
 
   def fresh_db_url
     pg_database_url
+  end
+end
+
+class MysqlCrossLanguageTest < Minitest::Test
+  include CrossLanguageCases
+
+  def db_url
+    @db_url ||= mysql_database_url
+  end
+
+  def fresh_db_url
+    mysql_database_url
   end
 end

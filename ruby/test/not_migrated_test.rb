@@ -73,6 +73,10 @@ class NotMigratedTest < Minitest::Test
     assert_push_names_migrate(unmigrated_pg)
   end
 
+  def test_mysql_push_before_migrate_names_the_command
+    assert_push_names_migrate(Onceonly.connect(mysql_database_url))
+  end
+
   def test_onceonly_migrate_creates_the_tables_from_a_url
     dir = Dir.mktmpdir("onceonly-rb")
     @cleanups << -> { FileUtils.rm_rf(dir) }
@@ -84,6 +88,14 @@ class NotMigratedTest < Minitest::Test
     store = pg_store
     ["no_such_table_here", %("#{store.schema}_reports")].each do |table|
       err = assert_raises(Onceonly::DatabaseError) { store.with_connection { |c| c.exec("SELECT * FROM #{table}") } }
+      refute_kind_of Onceonly::NotMigrated, err, table
+    end
+  end
+
+  def test_a_missing_table_of_the_users_own_stays_a_database_error_on_mysql
+    store = mysql_store
+    %w[no_such_table_here onceonly_reports].each do |table|
+      err = assert_raises(Onceonly::DatabaseError) { store.send(:with_conn, nil) { |c| c.query("SELECT * FROM #{table}") } }
       refute_kind_of Onceonly::NotMigrated, err, table
     end
   end

@@ -7,7 +7,7 @@ require "open3"
 
 # Records the Rust CLI wrote (a held operation, a claim left by a SIGKILLed
 # relay, a completed one) read from Ruby with store.get / held / stuck /
-# history: the same values the CLI's --json shows, on SQLite and PostgreSQL.
+# history: the same values the CLI's --json shows, on SQLite, PostgreSQL and MySQL.
 module ReadsCrossLanguageCases
   include FreshStores
 
@@ -91,5 +91,13 @@ class PgReadsCrossLanguageTest < Minitest::Test
 
   def db_url
     @db_url ||= pg_database_url
+  end
+end
+
+class MysqlReadsCrossLanguageTest < Minitest::Test
+  include ReadsCrossLanguageCases
+
+  def db_url
+    @db_url ||= mysql_database_url
   end
 end

@@ -109,3 +109,12 @@ class PgReadsTest < Minitest::Test
     @store = pg_store
   end
 end
+
+class MysqlReadsTest < Minitest::Test
+  include ReadsCases
+
+  def setup
+    super
+    @store = mysql_store
+  end
+end

@@ -71,10 +71,14 @@ class SidekiqTest < Minitest::Test
     rescue StandardError
       Support.unavailable!(self, "Redis at #{REDIS_URL}")
     end
-    @store = sqlite_store
+    @store = new_store
     Onceonly::Sidekiq.store = @store
     [KeyedMail, HeldMail, LookupMail, CancelledMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }
     Effects.counts.clear
+  end
+
+  def new_store
+    sqlite_store
   end
 
   def queued_jobs(queue = "default")
@@ -198,5 +202,12 @@ class SidekiqTest < Minitest::Test
     assert_equal ["completed", '"sent"', "msg-c1"], [r.state, r.result, r.external_ref]
     assert_match(/withdraw failed/, r.error)
     assert_equal %w[withdraw_failed], @store.op_history("CancelledMail", "c1").map(&:event)
+  end
+end
+
+# The same on MySQL/MariaDB.
+class MysqlSidekiqTest < SidekiqTest
+  def new_store
+    mysql_store
   end
 end

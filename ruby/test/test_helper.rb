@@ -8,12 +8,22 @@ require "onceonly"
 require "onceonly/stores/sqlite"
 
 Onceonly.logger.level = Logger::ERROR unless ENV["ONCEONLY_LOG"]
+
+# Debian's mysql2 0.5.3 calls a C function Ruby 3.1 deprecates, and minitest
+# turns deprecation warnings on: one line per statement prepared. Not ours to fix.
+module QuietMysql2Deprecation
+  def warn(message, *rest, **kw)
+    super unless message.include?("rb_tainted_str_new_cstr")
+  end
+end
+Warning.singleton_class.prepend(QuietMysql2Deprecation)
 REPO_ROOT = File.expand_path("../..", __dir__)
 
 # Test helpers, once: a fresh database per test, servers that must be up
 # under CI=true, and the Rust CLI's binary.
 module Support
   PG_URL = ENV.fetch("ONCEONLY_TEST_PG", "postgres://postgres@127.0.0.1:5432/test")
+  MYSQL_URL = ENV.fetch("ONCEONLY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 
   module_function
 
@@ -48,6 +58,24 @@ module Support
     conn&.close
   end
 
+  def mysql_up?
+    return @mysql_up unless @mysql_up.nil?
+
+    mysql_admin("SELECT 1")
+    @mysql_up = true
+  rescue LoadError, StandardError
+    @mysql_up = false
+  end
+
+  # Runs `sql` on the tests' MySQL/MariaDB server (as the URL's user).
+  def mysql_admin(sql, url: MYSQL_URL)
+    require "onceonly/stores/mysql"
+    conn = Mysql2::Client.new(**Onceonly::MysqlStore.client_options(url))
+    conn.query(sql)
+  ensure
+    conn&.close
+  end
+
   # The Rust CLI: $ONCEONLY_BIN, else the repository's target/debug/onceonly
   # (built when missing).
   def onceonly_bin
@@ -61,8 +89,8 @@ module Support
   end
 end
 
-# A fresh store per test: a SQLite file in a temporary directory, or a
-# PostgreSQL schema of its own (dropped after the test).
+# A fresh store per test: a SQLite file in a temporary directory, a
+# PostgreSQL schema or a MySQL database of its own (dropped after the test).
 module FreshStores
   def setup
     super
@@ -88,6 +116,21 @@ module FreshStores
     schema = "rb_#{SecureRandom.hex(5)}"
     store = Onceonly.connect(Support::PG_URL, schema: schema)
     @cleanups << -> { Support.pg_admin(%(DROP SCHEMA IF EXISTS "#{schema}" CASCADE)) }
+    store.migrate
+    store
+  end
+
+  # A fresh MySQL/MariaDB database (dropped after the test): its URL.
+  def mysql_database_url
+    Support.unavailable!(self, "MySQL/MariaDB at #{Support::MYSQL_URL}") unless Support.mysql_up?
+    name = "mysql_ruby_#{SecureRandom.hex(5)}"
+    Support.mysql_admin("CREATE DATABASE `#{name}`")
+    @cleanups << -> { Support.mysql_admin("DROP DATABASE IF EXISTS `#{name}`") }
+    Support::MYSQL_URL.sub(%r{/[^/?]*(\?|\z)}, "/#{name}\\1")
+  end
+
+  def mysql_store(**options)
+    store = Onceonly.connect(mysql_database_url, **options)
     store.migrate
     store
   end

@@ -31,6 +31,20 @@ pub(crate) async fn claim(
 ) -> Result<Claimed, sqlx::Error> {
     let now = queries::now(conn, offset).await?;
     let lease_until = DbTime(now.saturating_add(millis(p.lease)));
+    // In the user's transaction a record a plain read finds is locked before
+    // anything is written: two transactions claiming it queue on the lock.
+    // Inserting first would leave each the duplicate key's shared lock, and
+    // both updates would deadlock (1213). A key no read finds is inserted (a
+    // locking read of a missing key takes a gap lock; two such inserts deadlock).
+    if in_tx
+        && queries::get(conn, offset, p.job_type, p.op_key, false)
+            .await?
+            .is_some()
+    {
+        if let Some(snap) = queries::get_locked(conn, offset, p.job_type, p.op_key).await? {
+            return claim_existing(conn, offset, p, in_tx, now, snap).await;
+        }
+    }
     match queries::claim_insert(conn, now, p).await {
         Ok(1) => {
             return Ok(Claimed::Ours(Claim {
@@ -52,6 +66,20 @@ pub(crate) async fn claim(
     let Some(snap) = queries::get(conn, offset, p.job_type, p.op_key, in_tx).await? else {
         return Ok(Claimed::Existing(None));
     };
+    claim_existing(conn, offset, p, in_tx, now, snap).await
+}
+
+/// The claim of a record that exists (`snap`, as read): an update fenced on
+/// the token read, sent only when the row read looked claimable.
+async fn claim_existing(
+    conn: &mut MySqlConnection,
+    offset: i64,
+    p: &OpClaim<'_>,
+    in_tx: bool,
+    now: i64,
+    snap: Snapshot,
+) -> Result<Claimed, sqlx::Error> {
+    let lease_until = DbTime(now.saturating_add(millis(p.lease)));
     // Not claimable as read: no update, so no exclusive lock. In the user's
     // transaction the duplicate key left a shared lock on the row; workers
     // racing on one key would each ask to upgrade it and deadlock (1213).

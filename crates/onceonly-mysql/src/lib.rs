@@ -20,8 +20,11 @@
 //!   RETURNING at all). A claim reads the clock, then inserts the record
 //!   claimed at that time (1: ours, token 1); on a duplicate key it reads the
 //!   record and claims it with an update fenced on the token read (1: ours,
-//!   token + 1). It reports what it wrote. A take-over and a heartbeat read
-//!   their row back in the transaction that wrote it.
+//!   token + 1). It reports what it wrote. In the user's transaction a
+//!   record a plain read finds is locked first (`get_locked.sql`) and then
+//!   claimed, so two transactions claiming one key queue instead of each
+//!   upgrading the duplicate key's shared lock (deadlock). A take-over and a
+//!   heartbeat read their row back in the transaction that wrote it.
 //! - **Collation.** `job_type` and `op_key` are `utf8mb4_nopad_bin`: bytewise,
 //!   case and trailing spaces significant (`utf8mb4_bin` pads: `k` and `k `
 //!   would be one key). On MySQL 8 the same is `utf8mb4_0900_bin`.

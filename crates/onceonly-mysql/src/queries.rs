@@ -28,6 +28,7 @@ const HEARTBEAT_READ: &str = include_str!("../queries/heartbeat_read.sql");
 const REQUEST_CANCEL: &str = include_str!("../queries/request_cancel.sql");
 const GET: &str = include_str!("../queries/get.sql");
 const GET_LATEST: &str = include_str!("../queries/get_latest.sql");
+const GET_LOCKED: &str = include_str!("../queries/get_locked.sql");
 const RECORD: &str = include_str!("../queries/record.sql");
 const LIST: &str = include_str!("../queries/list.sql");
 const PURGE: &str = include_str!("../queries/purge.sql");
@@ -241,6 +242,24 @@ pub(crate) async fn get(
     latest: bool,
 ) -> Res<Option<Snapshot>> {
     let row = sqlx::query(if latest { GET_LATEST } else { GET })
+        .bind(offset)
+        .bind(job_type)
+        .bind(op_key)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(snapshot_from_row).transpose()
+}
+
+/// One record, the newest committed row, locked exclusively until the
+/// transaction ends (for a claim in the user's transaction of a record that
+/// exists: see get_locked.sql).
+pub(crate) async fn get_locked(
+    ex: &mut MySqlConnection,
+    offset: i64,
+    job_type: &str,
+    op_key: &str,
+) -> Res<Option<Snapshot>> {
+    let row = sqlx::query(GET_LOCKED)
         .bind(offset)
         .bind(job_type)
         .bind(op_key)

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use onceonly::store::{ClaimRow, Completion, OpClaim, OpCompleteBatch, OpEnqueue, OpList};
-use onceonly::{Error, Store};
+use onceonly::store::{ClaimRow, Completion, OpClaim, OpCompleteBatch, OpEnqueue, OpList, OpMove};
+use onceonly::{Error, State, Store};
 use onceonly_mysql::{MySqlOptions, MySqlStore};
 use sqlx::{Connection, Executor, MySqlConnection};
 
@@ -215,4 +215,54 @@ async fn an_unreachable_server_is_named() {
         panic!("{err:?}");
     };
     assert_eq!(url, "mysql://root:***@127.0.0.1:1/x");
+}
+
+/// Two claims of one queued key at once, each in its own transaction (two
+/// deliveries of a local job recorded at push): one claims, the other waits
+/// on the row's lock and finds it completed. Inserting first would leave
+/// each the duplicate key's shared lock, and both updates deadlock (1213).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_claims_of_one_queued_key_in_transactions_at_once_do_not_deadlock() {
+    if !common::reachable("two_claims_of_one_queued_key_in_transactions_at_once_do_not_deadlock")
+        .await
+    {
+        return;
+    }
+    let store = common::fresh_store().await;
+    for i in 0..10 {
+        let key = format!("k{i}");
+        let enqueue = OpEnqueue {
+            job_type: "send",
+            op_key: &key,
+            fingerprint: "f",
+            payload: None,
+            delay: None,
+        };
+        store.op_enqueue(&enqueue).await.unwrap();
+        let run = |store: MySqlStore, key: String| async move {
+            let mut tx = store.begin().await?;
+            let row = store.op_claim_in(&mut tx, &claim("send", &key)).await?;
+            let ours = matches!(row, ClaimRow::Claimed(_));
+            if let ClaimRow::Claimed(c) = row {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let done = OpMove::new("send", &key, c.token, State::Claimed, State::Completed);
+                assert!(store.op_move_in(&mut tx, &done).await?);
+            }
+            MySqlStore::commit(tx).await?;
+            Ok::<bool, Error>(ours)
+        };
+        let (a, b) = tokio::join!(
+            tokio::spawn(run(store.clone(), key.clone())),
+            tokio::spawn(run(store.clone(), key.clone()))
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let claimed = [a, b].map(|r| r.unwrap_or_else(|e| panic!("{key}: {e}")));
+        assert_eq!(
+            claimed.iter().filter(|&&c| c).count(),
+            1,
+            "{key}: {claimed:?}"
+        );
+        let r = store.op_get("send", &key).await.unwrap().unwrap().record;
+        assert_eq!((r.state, r.token), (State::Completed, 1), "{key}");
+    }
 }

@@ -19,20 +19,14 @@ def iso(ms: Optional[int]) -> Optional[str]:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ms) % 1000:03d}Z"
 
 
-def _page(store: Store, name: str, job: Optional[str]) -> List[Record]:
-    every = None if store.dialect == "postgres" else -1  # the statements' "no limit"
-    _, rows = store._own(name, (store.clock_offset_ms, job, every, 0))
-    return [Record.from_row(r) for r in rows]
-
-
 def held(store: Store, job: Optional[str] = None) -> List[Record]:
     """Held operations, oldest claim first."""
-    return _page(store, "operator_held", job)
+    return store.held(job)
 
 
 def stuck(store: Store, job: Optional[str] = None) -> List[Record]:
     """Claims past their lease, oldest claim first."""
-    return _page(store, "operator_stuck", job)
+    return store.stuck(job)
 
 
 def waiting(r: Record, now: int) -> Dict[str, Any]:

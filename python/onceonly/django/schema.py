@@ -6,7 +6,7 @@ every client see as migrated, and the reverse."""
 from __future__ import annotations
 
 from .. import sqlfiles
-from ..stores import postgres, sqlite
+from ..stores import mysql, postgres, sqlite
 from ..stores.postgres import PgStore
 from .stores import url_of
 
@@ -19,8 +19,13 @@ def migrate(connection, schema: str) -> None:
         _postgres(PgStore(url_of(connection.alias), schema=schema), raw)
     elif connection.vendor == "sqlite":
         _sqlite(raw)
+    elif connection.vendor == "mysql":
+        # As MySqlStore.migrate, on the migration's connection: MySQL commits
+        # DDL at once (Django runs this migration outside a transaction), so
+        # the named lock serialises two migrating processes.
+        mysql.migrate_on(raw, url_of(connection.alias))
     else:
-        raise NotImplementedError(f"onceonly has no store for {connection.vendor} yet; use sqlite or postgresql")
+        raise NotImplementedError(f"onceonly has no store for {connection.vendor}; use sqlite, postgresql or mysql")
 
 
 def _postgres(store: PgStore, raw) -> None:

@@ -41,7 +41,21 @@ def url_from(alias: str, vendor: str, s: dict) -> str:
         options = {k: v for k, v in (s.get("OPTIONS") or {}).items() if isinstance(v, (str, int))}
         query = ("?" + urlencode(options)) if options else ""
         return f"postgresql://{auth}{host}{port}/{quote(str(s['NAME']), safe='')}{query}"
-    raise InvalidInput(f"Django database {alias!r} is {vendor}: onceonly runs on sqlite or postgresql")
+    if vendor == "mysql":
+        # onceonly's own connections (PyMySQL or mysqlclient) to the entry's
+        # server and database; its OPTIONS (init_command, isolation_level,
+        # read_default_file) are Django's connection's, not read here.
+        user = quote(s.get("USER") or "", safe="")
+        password = s.get("PASSWORD") or ""
+        auth = (user + (":" + quote(password, safe="") if password else "") + "@") if user else ""
+        host = s.get("HOST") or "localhost"
+        socket = ""
+        if host.startswith("/"):  # Django's way to name a Unix socket
+            host, socket = "localhost", "?" + urlencode({"socket": s["HOST"]})
+        host = f"[{host}]" if ":" in host else quote(host, safe="")
+        port = f":{s['PORT']}" if s.get("PORT") else ""
+        return f"mysql://{auth}{host}{port}/{quote(str(s['NAME']), safe='')}{socket}"
+    raise InvalidInput(f"Django database {alias!r} is {vendor}: onceonly runs on sqlite, postgresql or mysql")
 
 
 @lru_cache(maxsize=None)

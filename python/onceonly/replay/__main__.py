@@ -18,7 +18,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m onceonly.replay", description=__doc__.split("\n\n")[1])
     ap.add_argument("--queue", required=True, choices=["celery"], help="the queue system (celery)")
     ap.add_argument("--broker", required=True, help="amqp://guest:guest@127.0.0.1:5672// or redis://127.0.0.1:6379/N")
-    ap.add_argument("--db", help="sqlite:///ABS/PATH or postgresql://... (default: a fresh SQLite file)")
+    ap.add_argument("--db", help="sqlite:///ABS/PATH, postgresql://... or mysql://... (default: a fresh SQLite file)")
     ap.add_argument("--runs", type=int, default=100, help="runs of the concurrency scenario (default 100)")
     ap.add_argument("--json", help="write the report here, in the shape of `onceonly replay --json`")
     ap.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")

@@ -13,11 +13,16 @@ TABLES = (
 
 
 def connect(db: str):
-    """The user's own connection to the database under test."""
+    """The user's own connection to the database under test (sqlite3, psycopg,
+    or PyMySQL / mysqlclient, whichever the MySQL store would use)."""
     if db.startswith("sqlite://"):
         from ..stores.sqlite import path_of
 
         return sqlite3.connect(path_of(db), timeout=30)
+    if db.startswith(("mysql://", "mariadb://")):
+        from ..stores import mysql
+
+        return mysql._module(mysql.available_driver()).connect(**mysql.connect_args(db), charset="utf8mb4")
     import psycopg
 
     return psycopg.connect(db)
@@ -27,11 +32,18 @@ def ph(conn) -> str:
     return "?" if isinstance(conn, sqlite3.Connection) else "%s"
 
 
+def _q(conn, sql: str, args=()):
+    """``sql`` on a cursor of ``conn`` (every driver here has one; not every one has ``execute``)."""
+    cur = conn.cursor()
+    cur.execute(sql, args)
+    return cur
+
+
 def create(db: str) -> None:
     conn = connect(db)
     try:
         for sql in TABLES:
-            conn.execute(sql)
+            _q(conn, sql)
         conn.commit()
     finally:
         conn.close()
@@ -39,14 +51,14 @@ def create(db: str) -> None:
 
 def insert_effect(conn, job: str, key: str, pid: int) -> None:
     p = ph(conn)
-    conn.execute(f"INSERT INTO onceonly_replay_effects (job, op_key, pid) VALUES ({p}, {p}, {p})", (job, key, pid))
+    _q(conn, f"INSERT INTO onceonly_replay_effects (job, op_key, pid) VALUES ({p}, {p}, {p})", (job, key, pid))
 
 
 def effects_by_key(db: str, job: str) -> Dict[str, int]:
     conn = connect(db)
     try:
         p = ph(conn)
-        rows = conn.execute(f"SELECT op_key, count(*) FROM onceonly_replay_effects WHERE job = {p} GROUP BY op_key", (job,)).fetchall()
+        rows = _q(conn, f"SELECT op_key, count(*) FROM onceonly_replay_effects WHERE job = {p} GROUP BY op_key", (job,)).fetchall()
         return {k: int(n) for k, n in rows}
     finally:
         conn.close()
@@ -54,12 +66,12 @@ def effects_by_key(db: str, job: str) -> Dict[str, int]:
 
 def naive_done(conn, job: str, key: str) -> bool:
     p = ph(conn)
-    return conn.execute(f"SELECT 1 FROM onceonly_replay_naive WHERE job = {p} AND op_key = {p}", (job, key)).fetchone() is not None
+    return _q(conn, f"SELECT 1 FROM onceonly_replay_naive WHERE job = {p} AND op_key = {p}", (job, key)).fetchone() is not None
 
 
 def naive_mark(conn, job: str, key: str) -> None:
     p = ph(conn)
-    conn.execute(f"INSERT INTO onceonly_replay_naive (job, op_key) VALUES ({p}, {p})", (job, key))
+    _q(conn, f"INSERT INTO onceonly_replay_naive (job, op_key) VALUES ({p}, {p})", (job, key))
 
 
 def naive_unmark(db: str, job: str, key: str) -> None:
@@ -67,7 +79,7 @@ def naive_unmark(db: str, job: str, key: str) -> None:
     conn = connect(db)
     try:
         p = ph(conn)
-        conn.execute(f"DELETE FROM onceonly_replay_naive WHERE job = {p} AND op_key = {p}", (job, key))
+        _q(conn, f"DELETE FROM onceonly_replay_naive WHERE job = {p} AND op_key = {p}", (job, key))
         conn.commit()
     finally:
         conn.close()

@@ -7,8 +7,10 @@ from .params import OpMove
 
 
 def connect(url: str, schema: str = "onceonly") -> Store:
-    """A store for ``sqlite://PATH``, ``sqlite:///ABS/PATH``, ``postgres://...`` or
-    ``postgresql://...``. Connections open on first use, one per thread and process."""
+    """A store for ``sqlite://PATH``, ``sqlite:///ABS/PATH``, ``postgres://...``,
+    ``postgresql://...``, ``mysql://USER@HOST:PORT/DATABASE`` or ``mariadb://...``
+    (``schema`` is PostgreSQL's; on MySQL the tables live in the URL's database).
+    Connections open on first use, one per thread and process."""
     if not isinstance(url, str):
         raise InvalidInput(f"database URL must be a str, not {type(url).__name__}")
     if url.startswith("sqlite://"):
@@ -19,7 +21,12 @@ def connect(url: str, schema: str = "onceonly") -> Store:
         from .postgres import PgStore
 
         return PgStore(url, schema=schema)
-    raise InvalidInput(f"{redact(url)!r} is not a database URL onceonly knows: use sqlite://PATH or postgres://...")
+    if url.startswith(("mysql://", "mariadb://")):
+        from .mysql import MySqlStore
+
+        return MySqlStore(url)
+    raise InvalidInput(f"{redact(url)!r} is not a database URL onceonly knows: "
+                       f"use sqlite://PATH, postgres://... or mysql://...")
 
 
 __all__ = ["Store", "OpMove", "connect"]

@@ -68,7 +68,7 @@ module Onceonly
       # name with "::" as ".". effect: :local, :keyed, :lookup or :opaque;
       # on_stale (opaque): :hold, :at_least_once, :at_most_once; lease,
       # timeout, heartbeat: seconds or "30s"; connection (local effects): a
-      # lambda giving the PG::Connection or SQLite3::Database to run the
+      # lambda giving the PG::Connection, Mysql2::Client or SQLite3::Database to run the
       # transaction on (default: the store's own), or :active_record (inside
       # ActiveRecord::Base.transaction, on its connection); record_at_push (default
       # true): write the record queued when the job is pushed, so the re-drive

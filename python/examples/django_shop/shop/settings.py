@@ -1,6 +1,7 @@
-"""The shop's settings. SHOP_DB_NAME (a SQLite file, default shop.sqlite3) or
-SHOP_PG_NAME (a PostgreSQL database on SHOP_PG_HOST, user postgres) picks the
-database; SHOP_BROKER the Celery broker."""
+"""The shop's settings. SHOP_DB_NAME (a SQLite file, default shop.sqlite3),
+SHOP_PG_NAME (a PostgreSQL database on SHOP_PG_HOST, user postgres) or
+SHOP_MYSQL_NAME (a MySQL/MariaDB database on SHOP_MYSQL_HOST, user root) picks
+the database; SHOP_BROKER the Celery broker."""
 import os
 from pathlib import Path
 
@@ -18,6 +19,12 @@ if os.environ.get("SHOP_PG_NAME"):
     DATABASES = {"default": {
         "ENGINE": "django.db.backends.postgresql", "NAME": os.environ["SHOP_PG_NAME"],
         "USER": "postgres", "HOST": os.environ.get("SHOP_PG_HOST", "127.0.0.1"), "PORT": "5432",
+    }}
+elif os.environ.get("SHOP_MYSQL_NAME"):
+    DATABASES = {"default": {
+        "ENGINE": "django.db.backends.mysql", "NAME": os.environ["SHOP_MYSQL_NAME"],
+        "USER": "root", "HOST": os.environ.get("SHOP_MYSQL_HOST", "127.0.0.1"), "PORT": "3306",
+        "OPTIONS": {"charset": "utf8mb4"},
     }}
 else:
     DATABASES = {"default": {

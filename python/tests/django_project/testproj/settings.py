@@ -1,6 +1,7 @@
 """Settings of the test project, from the environment the tests set:
 ONCEONLY_TEST_DJANGO_DB (the default database), ONCEONLY_TEST_DJANGO_SQLITE
-(an optional second alias "lite"), ONCEONLY_TEST_BROKER and ONCEONLY_TEST_QUEUE."""
+(an optional second alias "lite"), ONCEONLY_TEST_DJANGO_MYSQL (an optional
+third alias "my"), ONCEONLY_TEST_BROKER and ONCEONLY_TEST_QUEUE."""
 import os
 
 from testproj.dburl import database
@@ -11,6 +12,8 @@ INSTALLED_APPS = ["onceonly.django", "shipping"]
 DATABASES = {"default": database(os.environ["ONCEONLY_TEST_DJANGO_DB"])}
 if os.environ.get("ONCEONLY_TEST_DJANGO_SQLITE"):
     DATABASES["lite"] = database(os.environ["ONCEONLY_TEST_DJANGO_SQLITE"])
+if os.environ.get("ONCEONLY_TEST_DJANGO_MYSQL"):
+    DATABASES["my"] = database(os.environ["ONCEONLY_TEST_DJANGO_MYSQL"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ONCEONLY_TEST_DJANGO_RECORDS: the alias a worker keeps records on (and runs local effects on).

@@ -84,7 +84,10 @@ module Onceonly
         @store.migrate
         @store.with_connection do |c|
           sql = "CREATE TABLE IF NOT EXISTS #{Jobs::TABLE} (job_type TEXT NOT NULL, op_key TEXT NOT NULL)"
-          c.respond_to?(:exec) ? c.exec("SET client_min_messages TO warning; #{sql}") : c.execute(sql)
+          if c.respond_to?(:exec) then c.exec("SET client_min_messages TO warning; #{sql}")
+          elsif Jobs.mysql?(c) then c.query("#{sql} ENGINE = InnoDB")
+          else c.execute(sql)
+          end
         end
         Onceonly::Sidekiq.store = @store
         @log_dir = Dir.mktmpdir("onceonly-replay-")
@@ -193,6 +196,8 @@ module Onceonly
           @store.with_connection do |c|
             if c.respond_to?(:exec_params)
               c.exec_params("SELECT count(*) FROM #{Jobs::TABLE} WHERE job_type = $1 AND op_key = $2", [job_type, key]).getvalue(0, 0).to_i
+            elsif Jobs.mysql?(c)
+              Jobs.mysql_run(c, "SELECT count(*) FROM #{Jobs::TABLE} WHERE job_type = ? AND op_key = ?", [job_type, key]).first.first
             else
               c.get_first_value("SELECT count(*) FROM #{Jobs::TABLE} WHERE job_type = ? AND op_key = ?", [job_type, key])
             end

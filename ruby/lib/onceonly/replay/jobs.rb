@@ -57,10 +57,25 @@ module Onceonly
         end
       end
 
+      def mysql?(conn)
+        defined?(::Mysql2::Client) && conn.is_a?(::Mysql2::Client)
+      end
+
+      # Runs `sql` with `binds` on a Mysql2::Client, prepared and closed
+      # again; the rows as arrays.
+      def mysql_run(conn, sql, binds)
+        stmt = conn.prepare(sql)
+        stmt.execute(*binds, as: :array)&.to_a
+      ensure
+        stmt&.close
+      end
+
       # A local effect: a row in the same database, on the connection given.
       def insert_row(conn, job_type, op_key)
         if conn.respond_to?(:exec_params) # PG::Connection
           conn.exec_params("INSERT INTO #{TABLE} (job_type, op_key) VALUES ($1, $2)", [job_type, op_key])
+        elsif Jobs.mysql?(conn)
+          Jobs.mysql_run(conn, "INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
         else # SQLite3::Database
           conn.execute("INSERT INTO #{TABLE} (job_type, op_key) VALUES (?, ?)", [job_type, op_key])
         end

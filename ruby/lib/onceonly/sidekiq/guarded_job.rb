@@ -36,7 +36,7 @@ module Onceonly
         end
         raise InvalidInput, "connection: is for local effects only" if connection && effect.to_s != "local"
         unless connection.nil? || connection == :active_record || connection.respond_to?(:call)
-          raise InvalidInput, "connection: must be :active_record or a lambda giving a PG::Connection or SQLite3::Database"
+          raise InvalidInput, "connection: must be :active_record or a lambda giving a PG::Connection, Mysql2::Client or SQLite3::Database"
         end
 
         @settings = { key: key, effect: effect, job_type: job_type, connection: connection, store: store,
