@@ -143,6 +143,10 @@ def _error(error: str, **fields: Any) -> _Ended:
 
 
 class _Machine:
+    """The decisions as one generator per phase, as decide.rs's ``Run``: each
+    ``yield`` is a step, and what it evaluates to is that step's answer; the
+    end is raised (:class:`_Ended`) from wherever it is decided."""
+
     def __init__(self, job: Mapping[str, Any]):
         self.job = job
         self.effect: str = job["effect"]
