@@ -1,6 +1,10 @@
-"""The guard: claim, act, then complete, release or fail, each write fenced by
-the claim's token, following crates/onceonly/src/guard (same transitions,
-same audit events, same decisions)."""
+"""The guard: the interpreter of the decisions machine (:mod:`onceonly.decide`,
+ported from crates/onceonly/src/protocol/decide.rs). The machine decides every
+step (claim, take-over, effect, retries under the claim, which move, which
+audit event, which outcome); this shell only does the I/O: the store's
+statements, the effect within its deadline and heartbeat, the sleeps, the
+audit appends, the interrupts, the fault hook, and local effects in the
+user's transaction."""
 from __future__ import annotations
 
 import ctypes
@@ -9,56 +13,54 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Optional, Tuple, Type, Union
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Type
 
-from . import answer
 from .canonical import Payload, canonical_json
+from .decide import AFTER_CLAIM, AFTER_EFFECT, LOOKUP_UNAVAILABLE, Decider, Step, retry_backoff_ms
 from .effect import EffectCtx, NotSent, OutcomeUnknown, PermanentFailure, Sent
 from .errors import (EffectTimeout, InjectedCrash, InvalidInput, InvalidPayload, LocalEffectFailed,
-                     LostClaim, NotFound, PayloadMismatch)
+                     LostClaim, NotFound, OnceonlyError, PayloadMismatch)
 from .keys import idempotency_key, validate_op_key
 from .local import transaction
 from .outcome import (Cancelled, Done, Failed, Held, InProgress, NotDue, Outcome, RetryLater,
                       WithdrawFailed)
 from .owner import new_owner
-from .protocol import (CANCELLED, COMPENSATED, FAILED, HOLD_EVENT, LOST_CLAIM, RETRY, TAKE_OVER,
-                       WITHDRAW_FAILED, cancel_unsent, owner_move, owner_op, policy, take_over_to)
-from .record import Claim, Record, Snapshot, State
-from .spec import JobSpec, Kind, StalePolicy, fmt_ms
-from .stores import OpMove, Store
+from .protocol import owner_op, take_over_to
+from .record import Claim, Snapshot, State
+from .spec import JobSpec, Kind, fmt_ms
+from .stores import Store
+
+__all__ = ["Guard", "AFTER_CLAIM", "AFTER_EFFECT", "LOOKUP_UNAVAILABLE", "retry_backoff_ms"]
 
 log = logging.getLogger("onceonly")
-
-AFTER_CLAIM = "after_claim"
-AFTER_EFFECT = "after_effect"
-
-# What an effect reported, before it is recorded.
-_DONE, _NOT_SENT, _UNKNOWN, _FAILED = "done", "not_sent", "unknown", "failed"
-LOOKUP_UNAVAILABLE = "lookup unavailable"
-Report = Tuple[str, Any]
 
 Perform = Callable[[EffectCtx], Any]
 Lookup = Callable[[EffectCtx], Optional[Sent]]
 Withdraw = Callable[[EffectCtx, str], None]
 
-
-def retry_backoff_ms(attempt: int) -> int:
-    """500ms after the first claim, doubling per claim, at most a minute (as Rust)."""
-    doublings = min(max(attempt - 1, 0), 7)
-    return min(500 * 2**doublings, 60_000)
+# The steps taken while the effect's attempts run: the heartbeat renews the
+# lease through them, and stops at the first other step.
+_ACTING = frozenset({"cancel_requested", "lookup", "perform", "sleep", "fault"})
 
 
-def _result_text(result: Any) -> str:
-    return canonical_json(result)
+@dataclass
+class _Delivery:
+    """What the shell holds while it drives the machine through one delivery."""
 
-
-def _storable(result: Any) -> Tuple[Optional[str], Optional[str]]:
-    """(result JSON, None), or (None, why) for a result that is not JSON: the
-    effect happened all the same, and its completion must be recorded."""
-    try:
-        return _result_text(result), None
-    except InvalidPayload as e:
-        return None, f"the effect's result was not stored: {e}"
+    op_key: str
+    payload: Payload
+    perform: Optional[Perform] = None
+    lookup: Optional[Lookup] = None
+    withdraw: Optional[Withdraw] = None
+    local: Optional[Callable[[Any, EffectCtx], Any]] = None
+    conn: Any = None  # the user's connection (local effects)
+    ctx: Optional[EffectCtx] = None  # set when a claim is ours
+    snap: Optional[Snapshot] = None  # the row last answered (claim, read)
+    beat: Optional["_Heartbeat"] = None
+    acted: bool = False  # the attempts are over: no heartbeat again
+    raised: Optional[BaseException] = None  # what a local effect raised
 
 
 class Guard:
@@ -102,266 +104,9 @@ class Guard:
         if self.spec.effect is Kind.LOCAL:
             raise InvalidInput("a local effect runs in the caller's transaction: use run_local")
         validate_op_key(op_key)
-        spec = self.spec
-        found = self.store.claim(spec.job_type, op_key, self.owner, payload, spec.lease_ms)
-        stale_before = False
-        if isinstance(found, Snapshot):
-            decided = self._decide(found, payload)
-            if isinstance(decided, Outcome):
-                return decided
-            claim = self._take_over(decided)
-            if claim is None:
-                return self._settled_after_race(op_key, payload)
-            found, stale_before = claim, True
-        ctx = self._ctx(op_key, found, payload)
-        report = self._perform(ctx, found, stale_before, perform, lookup)
-        return self._record(ctx, report, withdraw)
+        d = _Delivery(op_key, payload, perform=perform, lookup=lookup, withdraw=withdraw)
+        return self._drive(Decider(self.job(), {"entry": "run", "fingerprint": payload.fingerprint}), d)
 
-    def _ctx(self, op_key: str, claim: Claim, payload: Payload, conn: Any = None) -> EffectCtx:
-        return EffectCtx(
-            job_type=self.spec.job_type, op_key=op_key,
-            idempotency_key=idempotency_key(self.spec.job_type, op_key),
-            token=claim.token, attempt=claim.attempts, payload=payload.value(),
-            deadline=time.monotonic() + self.spec.timeout_ms / 1000, conn=conn,
-        )
-
-    def _decide(self, snap: Snapshot, payload: Payload) -> Union[Outcome, Record]:
-        """What an existing row means for this delivery: an outcome, or the stale record to take over."""
-        r = snap.record
-        if r.fingerprint != payload.fingerprint:
-            raise PayloadMismatch(r.job_type, r.op_key, r.fingerprint, payload.fingerprint)
-        if r.state is State.COMPLETED:
-            return Done(r.result_value(), r.external_ref, repeat=True)
-        if r.state is State.FAILED:
-            return Failed(r.error)
-        if r.state is State.CANCELLED:
-            return Cancelled(None)
-        if r.state is State.HELD:
-            return Held(r.error)
-        if r.state is State.QUEUED:
-            return NotDue(r.due_at, snap.now)
-        if r.lease_expired(snap.now):
-            return r
-        claimed_at = r.claimed_at if r.claimed_at is not None else snap.now
-        lease_until = r.lease_until if r.lease_until is not None else snap.now
-        return InProgress(max(snap.now - claimed_at, 0), max(lease_until - claimed_at, 0), r.owner)
-
-    def _take_over(self, stale: Record) -> Optional[Claim]:
-        """Takes over a stale claim as the policy says; a claim only when this worker must act."""
-        who = stale.owner or "?"
-        to = take_over_to(policy(self.spec.effect, self.spec.on_stale, stale.attempts))
-        if to is State.CLAIMED:
-            reason = f"took over a claim of {who} past its lease"
-        elif to is State.FAILED:
-            reason = "claim went past its lease; given up under at-most-once (the effect may be missing)"
-        elif self.spec.on_stale is StalePolicy.AT_LEAST_ONCE:
-            reason = "a redo under at-least-once also went past its lease; held to keep to one extra"
-        else:
-            reason = f"claim by {who} went past its lease; the effect may or may not have happened"
-        taken = self.store.take_over(stale.job_type, stale.op_key, stale.token, to, self.owner, self.spec.lease_ms, reason)
-        log.info("stale claim job=%s key=%s stale_token=%s to=%s won=%s", stale.job_type, stale.op_key, stale.token, to, taken is not None)
-        if taken is not None:
-            self._audit(stale.op_key, TAKE_OVER, taken.token, State.CLAIMED, to, f"stale token {stale.token}: {reason}")
-        return taken if taken is not None and to is State.CLAIMED else None
-
-    def _settled_after_race(self, op_key: str, payload: Payload) -> Outcome:
-        snap = self._get(op_key)
-        decided = self._decide(snap, payload)
-        if isinstance(decided, Outcome):
-            return decided
-        claimed_at = decided.claimed_at if decided.claimed_at is not None else snap.now
-        return InProgress(max(snap.now - claimed_at, 0), self.spec.lease_ms, decided.owner)
-
-    # -- acting under the claim ---------------------------------------------------
-    def _perform(self, ctx: EffectCtx, claim: Claim, after_stale: bool, perform: Perform,
-                 lookup: Optional[Lookup]) -> Report:
-        self._fault(AFTER_CLAIM)
-        beat = _Heartbeat(self, ctx) if self.spec.heartbeat_ms else None
-        try:
-            try:
-                report = self._attempts(ctx, claim, after_stale, perform, lookup)
-            finally:
-                if beat:
-                    beat.stop()
-        except _EffectStopped:  # raised by the heartbeat; beat.lost is raised below
-            report = (_UNKNOWN, beat.unrenewed)
-        except _Interrupted as stopped:
-            report = stopped.report
-        if beat and beat.lost is not None:
-            raise beat.lost
-        return report
-
-    def _attempts(self, ctx: EffectCtx, claim: Claim, after_stale: bool, perform: Perform,
-                  lookup: Optional[Lookup]) -> Report:
-        kind = self.spec.effect
-        look_first = kind is Kind.LOOKUP and (after_stale or claim.attempts > 1)
-        retries_left, backoff = self.spec.max_retries, 0.02
-        while True:
-            if look_first:
-                try:
-                    found = lookup(ctx) if lookup else None
-                    if lookup is None:
-                        return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: this effect has no lookup")
-                except self.interrupts as e:
-                    raise _Interrupted((_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {_stopped(e)}")) from e
-                except Exception as e:  # the destination could not say
-                    return (_NOT_SENT, f"{LOOKUP_UNAVAILABLE}: {e}")
-                if found is not None:
-                    return (_DONE, found if isinstance(found, Sent) else Sent(None, found))
-            if ctx.cancel_requested():
-                return (_FAILED, "cancel requested before the effect")
-            report = self._call(perform, ctx)
-            retry = report[0] == _NOT_SENT or (report[0] == _UNKNOWN and kind in (Kind.KEYED, Kind.LOOKUP))
-            if not retry or retries_left == 0:
-                if report[0] == _DONE:
-                    self._fault(AFTER_EFFECT)
-                return report
-            log.debug("retrying under the claim job=%s key=%s report=%s", ctx.job_type, ctx.op_key, report)
-            retries_left -= 1
-            look_first = kind is Kind.LOOKUP
-            time.sleep(backoff)
-            backoff *= 2
-            if ctx.remaining() == 0:
-                # Rust's job timeout bounds the retries too (timeout < lease):
-                # none starts after it, so none runs once the claim may be taken over.
-                return report
-
-    def _call(self, perform: Perform, ctx: EffectCtx) -> Report:
-        try:
-            value = perform(ctx)
-        except NotSent as e:
-            return (_NOT_SENT, e.reason)
-        except PermanentFailure as e:
-            return (_FAILED, e.reason)
-        except OutcomeUnknown as e:
-            return (_UNKNOWN, e.reason)
-        except (InjectedCrash, LostClaim):
-            raise
-        except self.interrupts as e:
-            # Not retried here: the time the attempt had is over (Celery's soft
-            # limit counts from the task's start, so it can come before ctx's
-            # deadline); the next claim redoes it if the kind allows.
-            raise _Interrupted((_UNKNOWN, f"the effect {_stopped(e)}")) from e
-        except Exception as e:  # it may have acted before it raised
-            return (_UNKNOWN, f"the effect raised {type(e).__name__}: {e}")
-        if ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
-            log.warning("effect of %s:%s returned after the job timeout (%s)", ctx.job_type, ctx.op_key, fmt_ms(self.spec.timeout_ms))
-        return (_DONE, value if isinstance(value, Sent) else Sent(None, value))
-
-    # -- recording the outcome ----------------------------------------------------
-    def _record(self, ctx: EffectCtx, report: Report, withdraw: Optional[Withdraw]) -> Outcome:
-        what, detail = report
-        if what == _DONE:
-            sent: Sent = detail
-            text, unstored = _storable(sent.result)
-            # An answer that breaks the answer rules broke the protocol, as a
-            # 2xx without an id does: failed for good, nothing of it stored.
-            why = answer.broken(sent.external_ref, text)
-            if why is not None:
-                return self._record(ctx, (_FAILED, why), withdraw)
-            if unstored:
-                log.warning("%s:%s: %s", ctx.job_type, ctx.op_key, unstored)
-            p = self._move(ctx, "complete", external_ref=sent.external_ref, result=text, error=unstored)
-            if self.store.move(p):
-                return Done(None if text is None else json.loads(text), sent.external_ref, repeat=False)
-            return self._completion_refused(ctx, sent, text, withdraw)
-        if what == _NOT_SENT:
-            released = self._release(ctx, detail)
-            if released:
-                return RetryLater(detail, retry_backoff_ms(ctx.attempt))
-            note = f"cancel requested; the effect was not sent ({detail})"
-            return self._cancel_unsent(ctx, note, self._looked_up(ctx, detail))
-        if what == _FAILED and ctx.cancel_requested():
-            return self._cancel_unsent(ctx, detail, self._looked_up(ctx, detail))
-        if what == _FAILED:
-            self._fenced(ctx, State.FAILED, detail)
-            return Failed(detail)
-        return self._unknown(ctx, detail)
-
-    def _looked_up(self, ctx: EffectCtx, reason: str) -> bool:
-        """Whether a lookup under this claim found nothing before ``reason``
-        (a lookup effect looks first on every claim after the first)."""
-        return (self.spec.effect is Kind.LOOKUP and ctx.attempt > 1
-                and not reason.startswith(LOOKUP_UNAVAILABLE))
-
-    def _cancel_unsent(self, ctx: EffectCtx, note: str, looked_up: bool) -> Outcome:
-        """A cancel was requested and this claim did not act: cancelled, or held
-        (the request kept) when an earlier claim may have acted."""
-        if cancel_unsent(ctx.attempt, looked_up) is State.CANCELLED:
-            self._fenced(ctx, State.CANCELLED, note)
-            return Cancelled(None)
-        note = f"{note}; an earlier claim of this operation may have acted: check the destination"
-        self._fenced(ctx, State.HELD, note)
-        return Held(note)
-
-    def _unknown(self, ctx: EffectCtx, reason: str) -> Outcome:
-        to = owner_move(policy(self.spec.effect, self.spec.on_stale, ctx.attempt))
-        if to is not State.QUEUED:
-            self._fenced(ctx, to, reason)
-            return Failed(reason) if to is State.FAILED else Held(reason)
-        if self._release(ctx, reason):
-            return RetryLater(reason, retry_backoff_ms(ctx.attempt))
-        note = f"cancel requested, but the effect's outcome is unknown ({reason}); check the destination"
-        self._fenced(ctx, State.HELD, note)
-        return Held(note)
-
-    def _move(self, ctx: EffectCtx, name: str, **fields) -> OpMove:
-        return owner_op(name, ctx.job_type, ctx.op_key, ctx.token, **fields)
-
-    def _release(self, ctx: EffectCtx, reason: str) -> bool:
-        """Releases the claim to queued unless a cancel is pending (False: still ours, cancel pending)."""
-        backoff_ms = retry_backoff_ms(ctx.attempt)
-        p = self._move(ctx, "release", error=reason, retry_after_ms=backoff_ms)
-        if self.store.move(p):
-            self._audit(ctx.op_key, RETRY, ctx.token, State.CLAIMED, State.QUEUED, reason,
-                        attempt=ctx.attempt, retry_after_ms=backoff_ms)
-            return True
-        r = self._get(ctx.op_key).record
-        if r.state is State.CLAIMED and r.token == ctx.token and r.cancel_requested:
-            return False
-        raise self._lost(ctx.token, r)
-
-    def _fenced(self, ctx: EffectCtx, to: State, reason: str) -> None:
-        name = {State.HELD: "hold", State.CANCELLED: "cancel_claimed", State.FAILED: "fail"}[to]
-        if not self.store.move(self._move(ctx, name, error=reason)):
-            raise self._lost(ctx.token, self._get(ctx.op_key).record)
-        event = {State.HELD: HOLD_EVENT, State.CANCELLED: CANCELLED}.get(to, FAILED)
-        self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, reason)
-
-    def _completion_refused(self, ctx: EffectCtx, sent: Sent, text: Optional[str], withdraw: Optional[Withdraw]) -> Outcome:
-        """The completion changed nothing: a cancel came while the effect ran (withdraw), or the claim is gone."""
-        r = self._get(ctx.op_key).record
-        if not (r.state is State.CLAIMED and r.token == ctx.token and r.cancel_requested):
-            raise self._lost(ctx.token, r)
-        error = None
-        if sent.external_ref is None:
-            error = "the effect returned no reference to withdraw"
-        elif withdraw is None:
-            error = "this effect cannot be withdrawn"
-        else:
-            try:
-                if withdraw(ctx, sent.external_ref) is False:  # an explicit no, as Ruby reads a falsy answer
-                    error = "the destination did not confirm the withdraw"
-            except Exception as e:
-                error = str(e) or type(e).__name__
-        if error is None:
-            to, event = State.CANCELLED, COMPENSATED
-            note = "cancel requested while the effect ran; withdrawn at the destination"
-            outcome: Outcome = Cancelled(sent.external_ref)
-        else:
-            to, event = State.COMPLETED, WITHDRAW_FAILED
-            note = (f"cancel requested while the effect ran, but the withdraw failed ({error}); "
-                    "the item is live at the destination")
-            outcome = WithdrawFailed(sent.external_ref, error)
-        log.warning("compensation job=%s key=%s: %s", ctx.job_type, ctx.op_key, note)
-        name = "cancel_claimed" if to is State.CANCELLED else "complete_withdraw_failed"
-        p = self._move(ctx, name, external_ref=sent.external_ref, result=text, error=note)
-        if not self.store.move(p):
-            raise self._lost(ctx.token, self._get(ctx.op_key).record)
-        self._audit(ctx.op_key, event, ctx.token, State.CLAIMED, to, note)
-        return outcome
-
-    # -- local effects ------------------------------------------------------------
     def run_local(self, conn: Any, op_key: str, payload: Payload,
                   effect: Callable[[Any, EffectCtx], Any]) -> Outcome:
         """Claim, ``effect(conn, ctx)`` and completion in one transaction on the
@@ -375,81 +120,259 @@ class Guard:
 
         if dialect_of(conn) != self.store.dialect:  # refuse a foreign connection before anything runs
             raise InvalidInput(f"this job's records are on {self.store.dialect}; the connection given is {dialect_of(conn)}")
+        d = _Delivery(op_key, payload, local=effect, conn=conn)
         with transaction(conn):
-            found = self.store.claim_in(conn, self.spec.job_type, op_key, self.owner, payload, self.spec.lease_ms)
-            if isinstance(found, Snapshot):
-                return self._local_settled(found, payload)
-            ctx = self._ctx(op_key, found, payload, conn)
-            self._fault(AFTER_CLAIM)
-            started = time.monotonic()
-            try:
-                result = effect(conn, ctx)
-            except (InjectedCrash, LostClaim) + self.interrupts:
-                raise
-            except Exception as e:
-                raise LocalEffectFailed(
-                    f"local effect of {self.spec.job_type}:{op_key} failed, its transaction rolled back: "
-                    f"{type(e).__name__}: {e}") from e
-            if time.monotonic() - started > self.spec.timeout_ms / 1000:
-                raise EffectTimeout(f"local effect of {self.spec.job_type}:{op_key} ran past the job timeout "
-                                    f"({fmt_ms(self.spec.timeout_ms)}); its transaction rolled back")
-            self._fault(AFTER_EFFECT)
-            text = _result_text(result)
-            p = owner_op("complete", self.spec.job_type, op_key, found.token, result=text)
-            if not self.store.move(p, conn=conn):
-                snap = self.store.get(self.spec.job_type, op_key, conn=conn)
-                if snap is None:
-                    raise NotFound(self.spec.job_type, op_key)
-                raise LostClaim(found.token, snap.record)
-            return Done(json.loads(text), None, repeat=False)
+            return self._drive(Decider(self.job(), {"entry": "local", "fingerprint": payload.fingerprint}), d)
 
-    def _local_settled(self, snap: Snapshot, payload: Payload) -> Outcome:
-        decided = self._decide(snap, payload)
-        if isinstance(decided, Outcome):
-            return decided
-        # A local claim outlives its transaction only if effect kinds were mixed
-        # on one job type: a person must look.
-        claimed_at = decided.claimed_at if decided.claimed_at is not None else snap.now
-        return InProgress(max(snap.now - claimed_at, 0), self.spec.lease_ms, decided.owner)
+    def job(self) -> Dict[str, Any]:
+        """The job as the decisions machine reads it."""
+        spec = self.spec
+        return {"effect": spec.effect.value,
+                "on_stale": spec.on_stale.value.replace("-", "_") if spec.effect is Kind.OPAQUE else None,
+                "max_retries": spec.max_retries, "lease_ms": spec.lease_ms, "timeout_ms": spec.timeout_ms}
 
-    # -- helpers ------------------------------------------------------------------
-    def _get(self, op_key: str) -> Snapshot:
-        snap = self.store.get(self.spec.job_type, op_key)
-        if snap is None:
-            raise NotFound(self.spec.job_type, op_key)
-        return snap
+    # -- the interpreter ----------------------------------------------------------
+    def _drive(self, machine: Decider, d: _Delivery) -> Outcome:
+        """Runs the machine's steps until it ends: the outcome, or the error raised."""
+        answer: Any = None
+        try:
+            while True:
+                step = machine.next(answer)
+                do = step["do"]
+                if d.beat is not None and do not in _ACTING:
+                    self._attempts_over(d)
+                if do == "finish":
+                    return self._outcome(step["outcome"], d)
+                if do == "error":
+                    raise self._error(step["error"], d)
+                answer = self._STEPS[do](self, step, d)
+        finally:
+            self._attempts_over(d)
 
-    def _fault(self, point: str) -> None:
-        if self.fault_hook is not None and self.fault_hook(point) == "crash":
-            raise InjectedCrash(point)
+    def _claim(self, step: Step, d: _Delivery) -> Any:
+        spec = self.spec
+        if d.conn is not None:
+            found = self.store.claim_in(d.conn, spec.job_type, d.op_key, self.owner, d.payload, spec.lease_ms)
+        else:
+            found = self.store.claim(spec.job_type, d.op_key, self.owner, d.payload, spec.lease_ms)
+        if isinstance(found, Snapshot):
+            d.snap = found
+            return {"existing": _row(found)}
+        return self._claimed(found, d)
 
-    def _audit(self, op_key: str, event: str, token: int, from_state: State, to: State, detail: str,
-               attempt: Optional[int] = None, retry_after_ms: Optional[int] = None) -> None:
+    def _take_over(self, step: Step, d: _Delivery) -> Any:
+        spec, to = self.spec, take_over_to(step["settle"])
+        taken = self.store.take_over(spec.job_type, d.op_key, step["stale_token"], to, self.owner,
+                                     spec.lease_ms, step["reason"])
+        log.info("stale claim job=%s key=%s stale_token=%s to=%s won=%s",
+                 spec.job_type, d.op_key, step["stale_token"], to, taken is not None)
+        return None if taken is None else self._claimed(taken, d)["claimed"]
+
+    def _claimed(self, claim: Claim, d: _Delivery) -> Dict[str, Any]:
+        d.ctx = EffectCtx(
+            job_type=self.spec.job_type, op_key=d.op_key,
+            idempotency_key=idempotency_key(self.spec.job_type, d.op_key),
+            token=claim.token, attempt=claim.attempts, payload=d.payload.value(),
+            deadline=time.monotonic() + self.spec.timeout_ms / 1000, conn=d.conn,
+        )
+        return {"claimed": {"token": claim.token, "attempts": claim.attempts}}
+
+    def _read(self, step: Step, d: _Delivery) -> Any:
+        d.snap = self.store.get(self.spec.job_type, d.op_key, conn=d.conn)
+        return None if d.snap is None else _row(d.snap)
+
+    def _move(self, step: Step, d: _Delivery) -> bool:
+        p = owner_op(step["move"], self.spec.job_type, d.op_key, step["token"],
+                     external_ref=step["external_ref"], result=step["result"], error=step["error"],
+                     retry_after_ms=step["retry_after_ms"])
+        if step["move"] in ("cancel_claimed", "complete_withdraw_failed") and step["external_ref"] is not None:
+            log.warning("compensation job=%s key=%s: %s", self.spec.job_type, d.op_key, step["error"])
+        return self.store.move(p, conn=d.conn) if d.conn is not None else self.store.move(p)
+
+    def _audit(self, step: Step, d: _Delivery) -> None:
         """Appends an event (one of protocol.AUDIT_EVENTS) after the write that made it; a failed
         append is logged, never raised."""
         try:
-            self.store.audit(self.spec.job_type, op_key, event, self.owner, token, from_state, to, detail,
-                             attempt=attempt, retry_after_ms=retry_after_ms)
+            self.store.audit(self.spec.job_type, d.op_key, step["event"], self.owner, step["token"],
+                             State(step["from"]), State(step["to"]), step["detail"],
+                             attempt=step["attempt"], retry_after_ms=step["retry_after_ms"])
         except Exception as e:
             log.warning("audit append failed; the transition itself stands job=%s key=%s event=%s: %s",
-                        self.spec.job_type, op_key, event, e)
+                        self.spec.job_type, d.op_key, step["event"], e)
+        return None
 
-    def _lost(self, token: int, record: Record) -> LostClaim:
-        detail = f"the row is now {record.state} with token {record.token} (owner {record.owner or '-'})"
-        self._audit(record.op_key, LOST_CLAIM, token, State.CLAIMED, record.state, detail)
-        return LostClaim(token, record)
+    def _fault(self, step: Step, d: _Delivery) -> str:
+        if self.fault_hook is not None and self.fault_hook(step["point"]) == "crash":
+            return "crash"
+        return "continue"
+
+    def _cancel_requested(self, step: Step, d: _Delivery) -> bool:
+        self._attempts_start(d)
+        return d.ctx.cancel_requested()
+
+    def _perform(self, step: Step, d: _Delivery) -> Any:
+        if d.local is not None:
+            return self._perform_local(d)
+        self._attempts_start(d)
+        if d.beat is not None and d.beat.answer is not None:
+            return d.beat.answer  # stopped while no effect ran: it is not called
+        try:
+            with d.beat.effect_running() if d.beat is not None else nullcontext():
+                value = d.perform(d.ctx)
+        except _EffectStopped:
+            return d.beat.answer
+        except NotSent as e:
+            return {"not_sent": e.reason}
+        except PermanentFailure as e:
+            return {"failed": e.reason}
+        except OutcomeUnknown as e:
+            return {"unknown": e.reason}
+        except (InjectedCrash, LostClaim):
+            raise
+        except self.interrupts as e:
+            # Recorded at once (Celery's soft limit counts from the task's
+            # start, so it can come before ctx's deadline).
+            return {"interrupted": type(e).__name__}
+        except Exception as e:  # it may have acted before it raised
+            return {"unknown": f"the effect raised {type(e).__name__}: {e}"}
+        if d.ctx.remaining() == 0:  # it acted, late: recorded all the same (the fenced write decides)
+            log.warning("effect of %s:%s returned after the job timeout (%s)",
+                        d.ctx.job_type, d.ctx.op_key, fmt_ms(self.spec.timeout_ms))
+        return {"done": self._sent(value, d)}
+
+    def _perform_local(self, d: _Delivery) -> Any:
+        started = time.monotonic()
+        try:
+            value = d.local(d.conn, d.ctx)
+        except (InjectedCrash, LostClaim) + self.interrupts:
+            raise
+        except Exception as e:
+            d.raised = e
+            return {"raised": f"{type(e).__name__}: {e}"}
+        if time.monotonic() - started > self.spec.timeout_ms / 1000:
+            return "timed_out"
+        return {"done": {"result": json.loads(canonical_json(value))}}  # refuses a result that is not JSON
+
+    def _lookup(self, step: Step, d: _Delivery) -> Any:
+        self._attempts_start(d)
+        if d.lookup is None:
+            return {"unavailable": "this effect has no lookup"}
+        if d.beat is not None and d.beat.answer is not None:
+            return d.beat.answer
+        try:
+            with d.beat.effect_running() if d.beat is not None else nullcontext():
+                found = d.lookup(d.ctx)
+        except _EffectStopped:
+            return d.beat.answer
+        except self.interrupts as e:
+            return {"interrupted": type(e).__name__}
+        except Exception as e:  # the destination could not say
+            return {"unavailable": str(e)}
+        if found is None:
+            return "not_found"
+        return {"found": self._sent(found, d)}
+
+    def _sent(self, value: Any, d: _Delivery) -> Dict[str, Any]:
+        """What a done effect (or a found lookup) returned, as the machine's
+        answer: its result as plain JSON, or ``unstored`` when it is not JSON
+        (the effect happened all the same, and its completion is recorded)."""
+        sent = value if isinstance(value, Sent) else Sent(None, value)
+        try:
+            return {"external_ref": sent.external_ref, "result": json.loads(canonical_json(sent.result))}
+        except InvalidPayload as e:
+            why = f"the effect's result was not stored: {e}"
+            log.warning("%s:%s: %s", self.spec.job_type, d.op_key, why)
+            return {"external_ref": sent.external_ref, "result": None, "unstored": why}
+
+    def _sleep(self, step: Step, d: _Delivery) -> str:
+        """Waits before a retry under the claim, never past the job timeout:
+        no retry starts after it, so none runs once the claim may be taken over."""
+        log.debug("retrying under the claim job=%s key=%s in %sms", self.spec.job_type, d.op_key, step["ms"])
+        wait = min(step["ms"] / 1000, d.ctx.remaining())
+        if d.beat is not None:
+            d.beat.wait(wait)  # ends early when the heartbeat stops the attempts
+        else:
+            time.sleep(wait)
+        if d.beat is not None and d.beat.answer is not None:
+            return d.beat.answer  # the claim lost, or its lease unrenewed, meanwhile
+        return "timed_out" if d.ctx.remaining() == 0 else "slept"
+
+    def _withdraw(self, step: Step, d: _Delivery) -> Any:
+        if d.withdraw is None:
+            return {"not_withdrawn": "this effect cannot be withdrawn"}
+        try:
+            if d.withdraw(d.ctx, step["external_ref"]) is False:  # an explicit no, as Ruby reads a falsy answer
+                return {"not_withdrawn": "the destination did not confirm the withdraw"}
+        except Exception as e:
+            return {"not_withdrawn": str(e) or type(e).__name__}
+        return "withdrawn"
+
+    _STEPS: Mapping[str, Callable[["Guard", Step, _Delivery], Any]] = {
+        "claim": _claim, "take_over": _take_over, "read": _read, "move": _move, "audit": _audit,
+        "fault": _fault, "cancel_requested": _cancel_requested, "perform": _perform,
+        "lookup": _lookup, "sleep": _sleep, "withdraw": _withdraw,
+    }
+
+    # -- the heartbeat through the attempts -----------------------------------------
+    def _attempts_start(self, d: _Delivery) -> None:
+        if d.beat is None and not d.acted and self.spec.heartbeat_ms and d.local is None:
+            d.beat = _Heartbeat(self, d.ctx)
+
+    def _attempts_over(self, d: _Delivery) -> None:
+        if d.beat is not None:
+            d.beat.stop()
+            d.beat = None
+        d.acted = d.acted or d.ctx is not None
+
+    # -- the end ------------------------------------------------------------------
+    def _outcome(self, outcome: Mapping[str, Any], d: _Delivery) -> Outcome:
+        (name, o), = outcome.items()
+        if name == "done":
+            return Done(o["result"], o["external_ref"], repeat=o["repeat"])
+        if name == "in_progress":
+            return InProgress(o["age_ms"], o["lease_ms"], o["owner"])
+        if name == "held":
+            return Held(o["reason"])
+        if name == "failed":
+            return Failed(o["error"])
+        if name == "cancelled":
+            return Cancelled(o["withdrawn_ref"])
+        if name == "retry_later":
+            return RetryLater(o["reason"], o["retry_after_ms"] or 0)
+        if name == "not_due":
+            return NotDue(o["due_at_ms"], d.snap.now)
+        if name == "withdraw_failed":
+            return WithdrawFailed(o["external_ref"], o["error"])
+        raise AssertionError(f"the machine ended with an outcome this guard does not know: {name}")
+
+    def _error(self, error: Mapping[str, Any], d: _Delivery) -> OnceonlyError:
+        (name, e), = error.items()
+        job = self.spec.job_type
+        if name == "lost_claim":
+            return LostClaim(e["token"], d.snap.record)  # the row last read is the one it names
+        if name == "payload_mismatch":
+            return PayloadMismatch(job, d.op_key, e["stored"], e["offered"])
+        if name == "not_found":
+            return NotFound(job, d.op_key)
+        if name == "injected_crash":
+            return InjectedCrash(e["point"])
+        if name == "local_effect_failed":
+            failed = LocalEffectFailed(f"local effect of {job}:{d.op_key} failed, its transaction rolled back: {e['why']}")
+            failed.__cause__ = d.raised
+            return failed
+        if name == "timeout":
+            return EffectTimeout(f"local effect of {job}:{d.op_key} ran past the job timeout "
+                                 f"({fmt_ms(e['timeout_ms'])}); its transaction rolled back")
+        raise AssertionError(f"the machine ended with an error this guard does not know: {name}")
 
 
-def _stopped(e: BaseException) -> str:
-    return f"was stopped at the time limit ({type(e).__name__})"
-
-
-class _Interrupted(Exception):
-    """Carries the report of an attempt stopped by one of the guard's interrupts."""
-
-    def __init__(self, report: Report):
-        super().__init__(report[1])
-        self.report = report
+def _row(snap: Snapshot) -> Dict[str, Any]:
+    """A record as the machine reads it, with the database's time it was read at."""
+    r = snap.record
+    return {"state": r.state.value, "token": r.token, "attempts": r.attempts, "owner": r.owner,
+            "fingerprint": r.fingerprint, "claimed_at_ms": r.claimed_at, "lease_until_ms": r.lease_until,
+            "due_at_ms": r.due_at, "external_ref": r.external_ref, "result": r.result, "error": r.error,
+            "cancel_requested": r.cancel_requested, "now_ms": snap.now}
 
 
 class _EffectStopped(BaseException):
@@ -459,20 +382,22 @@ class _EffectStopped(BaseException):
 
 
 class _Heartbeat:
-    """Renews the lease every heartbeat interval while the effect runs, and
-    carries the operator's cancel request to the effect's context. When the
-    claim is gone, or its lease can no longer be renewed before it runs out, it
-    stops the effect (as Rust drops it), so it never acts after another worker
-    could take over."""
+    """Renews the lease every heartbeat interval while the effect's attempts
+    run, and carries the operator's cancel request to the effect's context.
+    When the claim is gone, or its lease can no longer be renewed before it
+    runs out, it stops the effect (as Rust drops it), so it never acts after
+    another worker could take over; ``answer`` is then what the machine is
+    told instead of the effect's report (``claim_lost`` or
+    ``lease_unrenewed``), for the effect it stopped or the next one."""
 
     def __init__(self, guard: Guard, ctx: EffectCtx):
         self.guard, self.ctx = guard, ctx
-        self.lost: Optional[LostClaim] = None
-        self.unrenewed: Optional[str] = None
+        self.answer: Any = None
         self._worker = threading.get_ident()
         self._lock = threading.Lock()
-        self._stopped = False
+        self._in_effect = self._raised = self._stopped = False
         self._stop = threading.Event()
+        self._answered = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="onceonly-heartbeat", daemon=True)
         self._thread.start()
 
@@ -491,27 +416,49 @@ class _Heartbeat:
             except Exception as e:
                 if time.monotonic() - renewed + interval >= g.spec.lease_ms / 1000:
                     log.warning("lease not renewed; stopping the effect job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
-                    self._stop_effect(f"the lease could not be renewed ({e}); the effect was stopped before it ran out")
+                    self._stop_effect({"lease_unrenewed": str(e)})
                     return
                 log.warning("heartbeat failed; will retry job=%s key=%s: %s", ctx.job_type, ctx.op_key, e)
                 continue
             if beat is None:
-                self.lost = g._lost(ctx.token, g._get(ctx.op_key).record)
-                self._stop_effect("the claim was lost")
+                self._stop_effect("claim_lost")
                 return
             renewed = time.monotonic()
             if beat[1]:
                 ctx._cancel.set()
 
-    def _stop_effect(self, why: str) -> None:
-        """Raises _EffectStopped in the effect's thread, unless it already ended.
-        It lands at the thread's next Python instruction (a call blocked in C,
-        such as a socket read, is stopped when it returns)."""
+    def _stop_effect(self, answer: Any) -> None:
+        """Raises _EffectStopped in the effect's thread while an effect runs
+        there (it lands at the thread's next Python instruction; a call
+        blocked in C, such as a socket read, is stopped when it returns)."""
         with self._lock:
             if self._stopped:
                 return
-            self.unrenewed = why
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_EffectStopped))
+            self.answer = answer
+            self._answered.set()
+            if self._in_effect:
+                self._raised = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), ctypes.py_object(_EffectStopped))
+
+    @contextmanager
+    def effect_running(self) -> Iterator[None]:
+        """Around the effect's call: only there is it stopped by an exception.
+        One raised but not yet landed when the effect returns is taken back
+        and raised here, so it never lands in the guard's own code."""
+        with self._lock:
+            self._in_effect = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_effect, raised = False, self._raised
+            if raised:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker), None)
+                raise _EffectStopped()
+
+    def wait(self, seconds: float) -> None:
+        """Sleeps between tries, waking when the attempts were stopped."""
+        self._answered.wait(seconds)
 
     def stop(self) -> None:
         with self._lock:

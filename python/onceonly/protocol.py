@@ -57,11 +57,13 @@ OWNER_MOVES = {
 
 # The audit events this client appends: name -> the transitions after which
 # it does (as crates/onceonly/src/audit.rs, AuditKind). tests/test_protocol.py
-# checks them against the audit_events of protocol/transitions.json. (It has
-# no relay, so never gives a claim back unstarted: no `released`; operator
-# actions are the Rust CLI's and console's.)
+# checks them against the audit_events of protocol/transitions.json. (Its
+# guard has no relay, so never gives a claim back unstarted; `released` is
+# here because its port of the decisions machine, onceonly.decide, has that
+# entry too. Operator actions are the Rust CLI's and console's.)
 TAKE_OVER, HOLD_EVENT, LOST_CLAIM, CANCELLED = "take_over", "hold", "lost_claim", "cancelled"
 COMPENSATED, WITHDRAW_FAILED, FAILED, RETRY = "compensated", "withdraw_failed", "failed", "retry"
+RELEASED = "released"
 AUDIT_EVENTS = {
     TAKE_OVER: ("take_over", "take_over_hold", "take_over_fail"),
     HOLD_EVENT: ("hold",),
@@ -71,6 +73,7 @@ AUDIT_EVENTS = {
     WITHDRAW_FAILED: ("complete_withdraw_failed",),
     FAILED: ("fail",),
     RETRY: ("release",),
+    RELEASED: ("release",),
 }
 
 

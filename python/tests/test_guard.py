@@ -202,13 +202,15 @@ def test_a_worker_whose_claim_was_taken_over_cannot_complete(store):
 def test_a_done_effect_whose_result_is_not_json_is_still_recorded_completed(store):
     # Rust always records a done effect (its result is a JSON value). Here the
     # effect happened: a result that cannot be stored must not leave the claim
-    # unwritten for the stale-claim policy to hold or redo.
+    # unwritten for the stale-claim policy to hold or redo. The machine's
+    # done answer carries it as `unstored`: the result stored is JSON's null,
+    # the error says why.
     import datetime
 
     out = Guard(store, spec()).run("k", P, lambda ctx: Sent("item-1", datetime.datetime(2026, 1, 1)))
     assert out == Done(None, "item-1", repeat=False)
     rec = store.get("mail", "k").record
-    assert (rec.state, rec.external_ref, rec.result) == (State.COMPLETED, "item-1", None)
+    assert (rec.state, rec.external_ref, rec.result) == (State.COMPLETED, "item-1", "null")
     assert "not stored" in rec.error and "datetime" in rec.error
     assert Guard(store, spec()).run("k", P, Counting()) == Done(None, "item-1", repeat=True)
 

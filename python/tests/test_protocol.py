@@ -73,5 +73,6 @@ def test_the_release_events_are_the_protocol_s():
 
     assert AUDIT_ROWS[RETRY]["after"] == ["release"] and AUDIT_ROWS[RETRY]["attempt"]
     # Every other event of the protocol that a worker's own release writes
-    # is one this client has no path to (a relay's shutdown release).
+    # is one this client's guard has no path to (a relay's shutdown release;
+    # its port of the decisions machine has it, checked by test_decisions).
     assert {n for n, e in AUDIT_ROWS.items() if "release" in e["after"] and e["on"] == "moved"} == {RETRY, "released"}
