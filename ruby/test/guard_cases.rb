@@ -223,7 +223,7 @@ module GuardCases
   def test_not_sent_releases_the_claim_with_a_backoff
     g = guard(:keyed, max_retries: 0)
     out = g.run("k", { "p" => 1 }) { raise Onceonly::Effect::NotSent, "connection refused" }
-    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused"), out
+    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused", retry_after_ms: 500), out
     r = row(g, "k")
     assert_equal ["queued", "connection refused"], [r.state, r.error]
     assert_kind_of Onceonly::Outcome::NotDue, g.run("k", { "p" => 1 }) { flunk "claimed before due" }
