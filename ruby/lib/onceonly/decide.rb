@@ -7,7 +7,7 @@ module Onceonly
   # Integers, true/false/nil) in exactly the JSON form of
   # protocol/decisions.json, which test/decisions_test.rb runs case by case.
   #
-  #   decider = Decide::Decider.new(job, :run, fingerprint: payload.fingerprint)
+  #   decider = Decide::Decider.new(job, :run, payload.fingerprint)
   #   step = decider.next            # => {"do" => "claim"}
   #   step = decider.next(answer)    # ... until "finish" or "error"
   #
@@ -54,7 +54,7 @@ module Onceonly
 
     # The Outcome a "finish" step's outcome names.
     def outcome(data)
-      kind, v = data.first
+      kind, v = first(data)
       case kind
       when "done" then Outcome::Done.new(result: v["result"], external_ref: v["external_ref"], repeat: v["repeat"])
       when "in_progress" then Outcome::InProgress.new(age_ms: v["age_ms"], lease_ms: v["lease_ms"], owner: v["owner"])
@@ -68,6 +68,13 @@ module Onceonly
       end
     end
 
+    # A one-entry Hash's [key, value] ("done" first: the common answer).
+    def first(data)
+      return ["done", data["done"]] if data.key?("done")
+
+      data.first
+    end
+
     # One delivery's decisions. #next(answer) returns the next step; the
     # answer is what the interpreter got for the step before (nil for the
     # first, and for an audit append).
@@ -75,7 +82,7 @@ module Onceonly
       # entry :run and :local need the delivery's `fingerprint`; :run_claimed
       # and :release_unstarted the claim taken elsewhere ({"token", "attempts"})
       # and, for :release_unstarted, the `reason` it is given back for.
-      def initialize(job, entry, fingerprint: nil, claim: nil, reason: nil)
+      def initialize(job, entry, fingerprint = nil, claim: nil, reason: nil)
         raise ArgumentError, "unknown entry #{entry.inspect}" unless ENTRIES.include?(entry)
 
         @job = job
@@ -395,21 +402,23 @@ module Onceonly
       # stored. A result with no JSON form (Ruby only: NaN, invalid UTF-8) is
       # completed without it, saying why.
       def done(external_ref, result)
-        text, unstored = storable(result)
+        @unstored = nil
+        text = storable(result)
         broken = Answer.broken(external_ref, text)
         return report(:failed, broken) if broken
 
         @kind = :done
         @external_ref = external_ref
-        @result = unstored ? nil : result
+        @result = @unstored ? nil : result
         @result_text = text
-        @unstored = unstored
       end
 
+      # The result's JSON text, or nil with @unstored saying why.
       def storable(result)
-        [JSON.generate(result), nil]
+        JSON.generate(result)
       rescue JSON::GeneratorError => e
-        [nil, "the effect's result was not stored: #{e.message}"]
+        @unstored = "the effect's result was not stored: #{e.message}"
+        nil
       end
 
       # -- recording what the effect reported ---------------------------------
@@ -417,9 +426,9 @@ module Onceonly
       def record
         case @kind
         when :done
-          moving("complete", @external_ref, @result_text, @unstored, nil,
-                 outcome: { "done" => { "result" => @result, "external_ref" => @external_ref, "repeat" => false } },
-                 refused: :refused_read)
+          moving("complete", @external_ref, @result_text, @unstored, nil, nil,
+                 { "done" => { "result" => @result, "external_ref" => @external_ref, "repeat" => false } },
+                 :refused_read)
         when :not_sent then release(@why, Decide.retry_backoff_ms(@attempts), :cancel_unsent, looked_up?(@why))
         when :failed
           return cancel_unsent(@why, looked_up?(@why)) if @cancel_seen
@@ -498,13 +507,15 @@ module Onceonly
 
       # The owner's move `name` with `reason` as its error, then its event.
       def fenced(name, reason, outcome)
-        moving(name, nil, nil, reason, nil, outcome: outcome, refused: :lost_read)
+        moving(name, nil, nil, reason, nil, EVENTS.fetch(name), outcome, :lost_read)
       end
 
-      EVENTS = { "complete" => nil, "fail" => "failed", "hold" => "hold", "cancel_claimed" => "cancelled" }.freeze
+      EVENTS = { "fail" => "failed", "hold" => "hold", "cancel_claimed" => "cancelled" }.freeze
       private_constant :EVENTS
 
-      def moving(name, external_ref, result, error, retry_after_ms, outcome:, refused:, event: EVENTS.fetch(name))
+      # The move `name`, then (when it moved) the audit `event` and `outcome`;
+      # when refused, the read `refused` names.
+      def moving(name, external_ref, result, error, retry_after_ms, event, outcome, refused)
         @m_event = event
         @m_detail = error
         @m_to = Protocol::OWNER_MOVES.fetch(name)[1]
@@ -557,16 +568,14 @@ module Onceonly
       def withdrawn(yes, why)
         if yes
           note = "cancel requested while the effect ran; withdrawn at the destination"
-          return moving("cancel_claimed", @external_ref, @result_text, note, nil,
-                        event: "compensated", refused: :lost_read,
-                        outcome: { "cancelled" => { "withdrawn_ref" => @external_ref } })
+          return moving("cancel_claimed", @external_ref, @result_text, note, nil, "compensated",
+                        { "cancelled" => { "withdrawn_ref" => @external_ref } }, :lost_read)
         end
 
         note = "cancel requested while the effect ran, but the withdraw failed (#{why}); " \
                "the item is live at the destination"
-        moving("complete_withdraw_failed", @external_ref, @result_text, note, nil,
-               event: "withdraw_failed", refused: :lost_read,
-               outcome: { "withdraw_failed" => { "external_ref" => @external_ref, "error" => why } })
+        moving("complete_withdraw_failed", @external_ref, @result_text, note, nil, "withdraw_failed",
+               { "withdraw_failed" => { "external_ref" => @external_ref, "error" => why } }, :lost_read)
       end
 
       def ours_cancel_requested?(row)
@@ -635,8 +644,9 @@ module Onceonly
       def on_local_after_effect(answer)
         return crash("after_effect") if answer == "crash"
 
-        text, unstored = storable(@result)
-        return error("local_effect_failed" => { "why" => unstored }) if unstored
+        @unstored = nil
+        text = storable(@result)
+        return error("local_effect_failed" => { "why" => @unstored }) if @unstored
 
         @phase = :local_complete
         move_step("complete", nil, text, nil, nil)
@@ -684,7 +694,7 @@ module Onceonly
 
       # An answer as [kind, value]: {"kind" => value} or "kind".
       def split(answer)
-        answer.is_a?(Hash) ? answer.first : [answer, nil]
+        answer.is_a?(Hash) ? Decide.first(answer) : [answer, nil]
       end
     end
   end

@@ -81,7 +81,7 @@ module Onceonly
 
       Keys.validate_op_key!(op_key)
       payload = Onceonly.payload(payload)
-      decider = Decide::Decider.new(@job, :run, fingerprint: payload.fingerprint)
+      decider = Decide::Decider.new(@job, :run, payload.fingerprint)
       drive(decider, Delivery.new(op_key, payload, effect))
     end
 

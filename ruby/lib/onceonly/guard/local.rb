@@ -18,7 +18,7 @@ module Onceonly
     def claim_in(conn, op_key, payload = nil)
       Keys.validate_op_key!(op_key)
       payload = Onceonly.payload(payload)
-      decider = Decide::Decider.new(@job, :local, fingerprint: payload.fingerprint)
+      decider = Decide::Decider.new(@job, :local, payload.fingerprint)
       delivery = Delivery.new(op_key, payload, nil)
       decider.next # the claim
       answer = claim(delivery, conn: conn)
