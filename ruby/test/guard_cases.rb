@@ -215,7 +215,8 @@ module GuardCases
     out = g.run("k", 1) { Onceonly::Done.new(external_ref: "item-1", result: { "x" => Float::NAN }) }
     assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: false), out
     r = row(g, "k")
-    assert_equal ["completed", "item-1", nil], [r.state, r.external_ref, r.result]
+    # The machine completes it with the result null (JSON) and the reason as its error.
+    assert_equal ["completed", "item-1", "null"], [r.state, r.external_ref, r.result]
     assert_match(/not stored.*NaN/, r.error)
     assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: true), g.run("k", 1) { flunk }
   end

@@ -17,14 +17,15 @@ module Onceonly
   module Decide
     # What the machine knows of a job: its spec, as the cases' "job" holds it.
     # `effect` and `on_stale` are Symbols (:keyed, :hold, ...).
-    Job = Struct.new(:job_type, :effect, :on_stale, :max_retries, :lease_ms, :timeout_ms, :owner,
-                     keyword_init: true)
+    Job = Struct.new(:effect, :on_stale, :max_retries, :lease_ms, :timeout_ms, keyword_init: true)
 
     # The entries a case starts from.
     ENTRIES = %i[run run_claimed release_unstarted local].freeze
 
     # How a not-sent outcome from an unanswered lookup begins.
     LOOKUP_UNAVAILABLE = "lookup unavailable"
+    # The first wait between tries under one claim (doubling after each).
+    FIRST_SLEEP_MS = 20
 
     CLAIM = { "do" => "claim" }.freeze
     READ = { "do" => "read" }.freeze
@@ -242,7 +243,7 @@ module Onceonly
       def on_take_over(answer)
         return race_read if answer.nil?
 
-        @taken = answer.fetch("claimed")
+        @taken = answer
         @phase = :take_over_audit
         audit("take_over", @taken["token"], "claimed", Protocol.take_over_to(@settle),
               "stale token #{@stale_token}: #{@take_over_reason}")
@@ -278,9 +279,8 @@ module Onceonly
         # A lookup effect looks first whenever an earlier claim may have acted.
         @look_first = job.effect == :lookup && (after_stale || @attempts > 1)
         @retries_left = job.max_retries
-        @backoff_ms = 20
+        @backoff_ms = FIRST_SLEEP_MS
         @try = 0
-        @cancel_seen = false
       end
 
       def fault_after_claim
@@ -308,7 +308,6 @@ module Onceonly
 
       def on_cancel_check(requested)
         if requested
-          @cancel_seen = true
           report(:failed, "cancel requested before the effect")
           return record
         end
@@ -321,11 +320,14 @@ module Onceonly
         kind, value = split(answer)
         case kind
         when "found"
-          done(value["external_ref"], value["result"])
+          done(value["external_ref"], value["result"], nil)
           record
         when "not_found" then cancel_check
         when "unavailable"
           report(:not_sent, "#{LOOKUP_UNAVAILABLE}: #{value}")
+          record
+        when "interrupted"
+          report(:not_sent, "#{LOOKUP_UNAVAILABLE}: #{at_time_limit(value)}")
           record
         else stopped(kind, value)
         end
@@ -335,11 +337,11 @@ module Onceonly
         kind, value = split(answer)
         case kind
         when "done"
-          done(value["external_ref"], value["result"])
+          done(value["external_ref"], value["result"], value["unstored"])
           @phase = :after_effect
           FAULT_AFTER_EFFECT
         when "not_sent" then tried(:not_sent, value)
-        when "unknown" then tried(:unknown, value)
+        when "unknown", "raised" then tried(:unknown, value)
         when "failed"
           report(:failed, value)
           record
@@ -347,7 +349,7 @@ module Onceonly
         end
       end
 
-      # An answer that ends the effect under the claim at once: the job
+      # An answer that ends the tries under the claim at once: the job
       # timeout, a lease not renewed, a lost claim, a stop from outside.
       def stopped(kind, value)
         case kind
@@ -356,11 +358,15 @@ module Onceonly
                            "attempt, every request in it); the effect was stopped")
         when "lease_unrenewed"
           report(:unknown, "the lease could not be renewed (#{value}); the effect was stopped before it ran out")
-        when "interrupted" then report(:unknown, value)
+        when "interrupted" then report(:unknown, "the effect #{at_time_limit(value)}")
         when "claim_lost" then return lost_read
-        else raise ArgumentError, "unknown answer #{kind.inspect} to #{@phase}"
+        else raise ArgumentError, "#{kind.inspect} does not answer #{@phase}"
         end
         record
+      end
+
+      def at_time_limit(why)
+        "was stopped at the time limit (#{why})"
       end
 
       # A not-sent or unknown report: retried under the claim where the kind
@@ -379,11 +385,13 @@ module Onceonly
       end
 
       def on_sleep(answer)
+        case answer
+        when "slept" then try_effect
         # A job timeout during the sleep: nothing was sent meanwhile, so the
         # last report stands.
-        return record if answer == "timed_out"
-
-        try_effect
+        when "timed_out" then record
+        else stopped(*split(answer))
+        end
       end
 
       def on_after_effect(answer)
@@ -399,26 +407,29 @@ module Onceonly
 
       # A done report. One whose reference or result breaks the answer rules
       # (Onceonly::Answer) broke the protocol: failed for good, nothing of it
-      # stored. A result with no JSON form (Ruby only: NaN, invalid UTF-8) is
-      # completed without it, saying why.
-      def done(external_ref, result)
-        @unstored = nil
+      # stored. `unstored`: why the interpreter could not store the result
+      # (it is then null), written as the completion's error.
+      def done(external_ref, result, unstored)
+        @unstored = unstored
         text = storable(result)
+        result = nil if @unstored
         broken = Answer.broken(external_ref, text)
         return report(:failed, broken) if broken
 
         @kind = :done
         @external_ref = external_ref
-        @result = @unstored ? nil : result
+        @result = result
         @result_text = text
       end
 
-      # The result's JSON text, or nil with @unstored saying why.
+      # The result's JSON text. A Ruby value with no JSON form (NaN, invalid
+      # UTF-8) is read as the done answer's `unstored`: stored as null, the
+      # error saying why (the same steps as when the interpreter says so).
       def storable(result)
         JSON.generate(result)
       rescue JSON::GeneratorError => e
         @unstored = "the effect's result was not stored: #{e.message}"
-        nil
+        "null"
       end
 
       # -- recording what the effect reported ---------------------------------
@@ -431,8 +442,6 @@ module Onceonly
                  :refused_read)
         when :not_sent then release(@why, Decide.retry_backoff_ms(@attempts), :cancel_unsent, looked_up?(@why))
         when :failed
-          return cancel_unsent(@why, looked_up?(@why)) if @cancel_seen
-
           @phase = :failed_cancel
           CANCEL_REQUESTED
         when :unknown then unknown
@@ -635,15 +644,18 @@ module Onceonly
           @result = value["result"]
           @phase = :local_after_effect
           FAULT_AFTER_EFFECT
-        when "raised" then error("local_effect_failed" => { "why" => value })
         when "timed_out" then error("timeout" => { "timeout_ms" => job.timeout_ms })
-        else raise ArgumentError, "unknown answer #{kind.inspect} to a local effect"
+        when "claim_lost" then error("local_effect_failed" => { "why" => "the claim was lost" })
+        when "raised", "not_sent", "unknown", "failed", "interrupted", "lease_unrenewed"
+          error("local_effect_failed" => { "why" => value })
+        else raise ArgumentError, "#{kind.inspect} does not answer a local effect"
         end
       end
 
       def on_local_after_effect(answer)
         return crash("after_effect") if answer == "crash"
 
+        # Ruby only (a value with no JSON form): the transaction rolls back.
         @unstored = nil
         text = storable(@result)
         return error("local_effect_failed" => { "why" => @unstored }) if @unstored

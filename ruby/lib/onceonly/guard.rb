@@ -61,9 +61,8 @@ module Onceonly
       @max_retries = Integer(max_retries)
       raise InvalidInput, "max_retries #{@max_retries} must be 0 or more" if @max_retries.negative?
       @fault_hook = fault_hook
-      @job = Decide::Job.new(job_type: spec.job_type, effect: spec.effect, on_stale: spec.on_stale,
-                             max_retries: @max_retries, lease_ms: spec.lease_ms, timeout_ms: spec.timeout_ms,
-                             owner: owner).freeze
+      @job = Decide::Job.new(effect: spec.effect, on_stale: spec.on_stale, max_retries: @max_retries,
+                             lease_ms: spec.lease_ms, timeout_ms: spec.timeout_ms).freeze
     end
 
     # Runs one delivery of operation `op_key`: claims it, performs the effect

@@ -67,7 +67,7 @@ module Onceonly
 
       delivery.claim = taken
       delivery.ctx = ctx_for(delivery.op_key, taken, delivery.payload)
-      { "claimed" => { "token" => taken.token, "attempts" => taken.attempts } }
+      { "token" => taken.token, "attempts" => taken.attempts }
     end
 
     # The owner's move the step names (Protocol::OWNER_MOVES): true when it
@@ -163,11 +163,19 @@ module Onceonly
 
       { "found" => { "external_ref" => nil, "result" => found } }
     rescue StandardError => e
-      { "unavailable" => "#{e.class}: #{e.message}" }
+      { "unavailable" => said(e) }
+    end
+
+    # What an exception from an effect's lookup or withdraw says: an
+    # Onceonly::Error its message (words meant for the record), any other
+    # its class and message.
+    def said(error)
+      error.is_a?(Onceonly::Error) ? error.message : "#{error.class}: #{error.message}"
     end
 
     # A retry's sleep under the claim: "timed_out" when the job timeout runs
-    # out first (then slept until it did).
+    # out first (then slept until it did); the heartbeat's stop when it
+    # stopped meanwhile.
     def pause(delivery, ms)
       Onceonly.logger.debug("onceonly: retrying #{spec.job_type}:#{delivery.op_key} under the claim in #{ms}ms")
       left = delivery.deadline_at - monotonic
@@ -176,7 +184,7 @@ module Onceonly
         return "timed_out"
       end
       sleep(ms / 1000.0)
-      "slept"
+      delivery.heartbeat&.stopped || "slept"
     end
 
     def withdraw(delivery, external_ref)
@@ -186,7 +194,7 @@ module Onceonly
 
       { "not_withdrawn" => "the destination did not confirm the withdraw" }
     rescue StandardError => e
-      { "not_withdrawn" => "#{e.class}: #{e.message}" }
+      { "not_withdrawn" => said(e) }
     end
 
     # The Onceonly::Error an "error" step names.
