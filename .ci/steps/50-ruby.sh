@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Ruby client (ruby/, issue #13): Debian's Ruby and gems (the RubyGems
 # registry is not reachable), the SQL copies, the minitest suite (shared
-# corpus, both stores, Sidekiq on Redis, cross-language with the Rust CLI),
+# corpus, every case of protocol/decisions.json against Onceonly::Decide and
+# through the guard, both stores, Sidekiq on Redis, cross-language with the Rust CLI),
 # gem build + a local gem install, and the replay through real Sidekiq
 # processes on SQLite and PostgreSQL (fewer concurrent runs than the 100 of
 # docs/sidekiq.md, to keep the step short).

@@ -34,6 +34,8 @@ module Onceonly
     FAULT_AFTER_CLAIM = { "do" => "fault", "point" => "after_claim" }.freeze
     FAULT_AFTER_EFFECT = { "do" => "fault", "point" => "after_effect" }.freeze
     NOT_FOUND = { "do" => "error", "error" => { "not_found" => {}.freeze }.freeze }.freeze
+    # The first tries' perform steps, made once.
+    PERFORM = Array.new(8) { |i| { "do" => "perform", "try" => i + 1 }.freeze }.freeze
 
     module_function
 
@@ -55,9 +57,12 @@ module Onceonly
 
     # The Outcome a "finish" step's outcome names.
     def outcome(data)
-      kind, v = first(data)
+      if (v = data["done"]) # the common end, without an [kind, value] pair
+        return Outcome::Done.new(result: v["result"], external_ref: v["external_ref"], repeat: v["repeat"])
+      end
+
+      kind, v = data.first
       case kind
-      when "done" then Outcome::Done.new(result: v["result"], external_ref: v["external_ref"], repeat: v["repeat"])
       when "in_progress" then Outcome::InProgress.new(age_ms: v["age_ms"], lease_ms: v["lease_ms"], owner: v["owner"])
       when "held" then Outcome::Held.new(reason: v["reason"])
       when "failed" then Outcome::Failed.new(error: v["error"])
@@ -67,13 +72,6 @@ module Onceonly
       when "withdraw_failed" then Outcome::WithdrawFailed.new(external_ref: v["external_ref"], error: v["error"])
       else raise ArgumentError, "unknown outcome #{kind.inspect}"
       end
-    end
-
-    # A one-entry Hash's [key, value] ("done" first: the common answer).
-    def first(data)
-      return ["done", data["done"]] if data.key?("done")
-
-      data.first
     end
 
     # One delivery's decisions. #next(answer) returns the next step; the
@@ -313,7 +311,7 @@ module Onceonly
         end
         @try += 1
         @phase = :perform
-        { "do" => "perform", "try" => @try }
+        PERFORM[@try - 1] || { "do" => "perform", "try" => @try }
       end
 
       def on_lookup(answer)
@@ -334,12 +332,10 @@ module Onceonly
       end
 
       def on_perform(answer)
+        return performed(answer["done"]) if answer.is_a?(Hash) && answer.key?("done")
+
         kind, value = split(answer)
         case kind
-        when "done"
-          done(value["external_ref"], value["result"], value["unstored"])
-          @phase = :after_effect
-          FAULT_AFTER_EFFECT
         when "not_sent" then tried(:not_sent, value)
         when "unknown", "raised" then tried(:unknown, value)
         when "failed"
@@ -347,6 +343,12 @@ module Onceonly
           record
         else stopped(kind, value)
         end
+      end
+
+      def performed(value)
+        done(value["external_ref"], value["result"], value["unstored"])
+        @phase = :after_effect
+        FAULT_AFTER_EFFECT
       end
 
       # An answer that ends the tries under the claim at once: the job
@@ -634,7 +636,7 @@ module Onceonly
         return crash("after_claim") if answer == "crash"
 
         @phase = :local_perform
-        { "do" => "perform", "try" => 1 }
+        PERFORM[0]
       end
 
       def on_local_perform(answer)
@@ -706,7 +708,7 @@ module Onceonly
 
       # An answer as [kind, value]: {"kind" => value} or "kind".
       def split(answer)
-        answer.is_a?(Hash) ? Decide.first(answer) : [answer, nil]
+        answer.is_a?(Hash) ? answer.first : [answer, nil]
       end
     end
   end
