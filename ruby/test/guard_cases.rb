@@ -271,8 +271,30 @@ module GuardCases
       finished = true
     end
     assert_kind_of Onceonly::Outcome::Held, out
-    assert_match(/timed out after 200ms/, out.reason)
+    assert_equal "timed out after 200ms (the job timeout: the whole attempt, every request in it); the effect was stopped",
+                 out.reason
     refute finished
+  end
+
+  # Nothing is sent during a retry's sleep: when the job timeout runs out in
+  # it, the last try's report stands (not sent: released), not an unknown.
+  def test_a_job_timeout_during_a_retry_sleep_records_the_last_report
+    g = guard(:opaque, lease: 2, timeout: 0.1, max_retries: 5) # sleeps 20, 40, 80ms: the third outlasts 100ms
+    tries = 0
+    out = g.run("k", 1) do
+      tries += 1
+      raise Onceonly::Effect::NotSent, "connection refused"
+    end
+    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused", retry_after_ms: 500), out
+    assert_equal 3, tries
+    assert_equal "queued", row(g, "k").state
+  end
+
+  def test_an_owner_must_be_a_non_empty_string
+    [nil, "", 42].each do |owner|
+      err = assert_raises(Onceonly::InvalidInput) { guard(owner: owner) }
+      assert_match(/owner must be a non-empty String/, err.message)
+    end
   end
 
   def test_permanent_failure_is_recorded_failed
