@@ -57,6 +57,17 @@ class DecisionsTest < Minitest::Test
     assert_equal CASES.size, CASES.map { |c| c["name"] }.uniq.size, "case names are unique"
   end
 
+  # The moves and events the cases name are the ones this client's shell
+  # runs (Protocol::OWNER_MOVES) and appends (transitions.json's audit events).
+  def test_the_cases_name_known_moves_and_events
+    steps = CASES.flat_map { |c| c["steps"].map { |s| s["step"] } }
+    events = JSON.parse(File.read(File.join(REPO_ROOT, "protocol", "transitions.json")))["audit_events"].map { |e| e["name"] }
+    assert_empty steps.select { |s| s["do"] == "move" }.map { |s| s["move"] }.uniq - Onceonly::Protocol::OWNER_MOVES.keys
+    assert_empty steps.select { |s| s["do"] == "audit" }.map { |s| s["event"] }.uniq - events
+    assert_equal %w[audit cancel_requested claim error fault finish lookup move perform read sleep take_over withdraw],
+                 steps.map { |s| s["do"] }.uniq.sort, "the step kinds this client runs"
+  end
+
   def test_every_case_machine_direct
     failures = CASES.filter_map { |kase| self.class.replay(kase) }
     puts "\ndecisions: #{CASES.size} cases"
