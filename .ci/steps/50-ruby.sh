@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The Ruby client (ruby/, issue #13): Debian's Ruby and gems (the RubyGems
 # registry is not reachable), the SQL copies, the minitest suite (shared
-# corpus, the three stores, Sidekiq on Redis, cross-language with the Rust
-# CLI), gem build + a local gem install, and the replay through real Sidekiq
-# processes on SQLite, PostgreSQL and MariaDB (fewer concurrent runs than the
-# 100 of docs/sidekiq.md, to keep the step short). The suite includes the
-# Rails half of #24 (docs/rails.md): guarded ActiveJob jobs in process and
+# corpus, every case of protocol/decisions.json against Onceonly::Decide and
+# through the guard, the three stores, Sidekiq on Redis, cross-language with
+# the Rust CLI), gem build + a local gem install, and the replay through real
+# Sidekiq processes on SQLite, PostgreSQL and MariaDB (fewer concurrent runs
+# than the 100 of docs/sidekiq.md, to keep the step short). The suite includes
+# the Rails half of #24 (docs/rails.md): guarded ActiveJob jobs in process and
 # through real `sidekiq -r` processes with SIGKILLs (active_job_test.rb,
 # rails_sidekiq_test.rb), and the rails_shop example (rails_example_test.rb).
 set -euo pipefail

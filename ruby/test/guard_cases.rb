@@ -215,7 +215,8 @@ module GuardCases
     out = g.run("k", 1) { Onceonly::Done.new(external_ref: "item-1", result: { "x" => Float::NAN }) }
     assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: false), out
     r = row(g, "k")
-    assert_equal ["completed", "item-1", nil], [r.state, r.external_ref, r.result]
+    # The machine completes it with the result null (JSON) and the reason as its error.
+    assert_equal ["completed", "item-1", "null"], [r.state, r.external_ref, r.result]
     assert_match(/not stored.*NaN/, r.error)
     assert_equal Onceonly::Outcome::Done.new(result: nil, external_ref: "item-1", repeat: true), g.run("k", 1) { flunk }
   end
@@ -223,7 +224,7 @@ module GuardCases
   def test_not_sent_releases_the_claim_with_a_backoff
     g = guard(:keyed, max_retries: 0)
     out = g.run("k", { "p" => 1 }) { raise Onceonly::Effect::NotSent, "connection refused" }
-    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused"), out
+    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused", retry_after_ms: 500), out
     r = row(g, "k")
     assert_equal ["queued", "connection refused"], [r.state, r.error]
     assert_kind_of Onceonly::Outcome::NotDue, g.run("k", { "p" => 1 }) { flunk "claimed before due" }
@@ -270,8 +271,30 @@ module GuardCases
       finished = true
     end
     assert_kind_of Onceonly::Outcome::Held, out
-    assert_match(/timed out after 200ms/, out.reason)
+    assert_equal "timed out after 200ms (the job timeout: the whole attempt, every request in it); the effect was stopped",
+                 out.reason
     refute finished
+  end
+
+  # Nothing is sent during a retry's sleep: when the job timeout runs out in
+  # it, the last try's report stands (not sent: released), not an unknown.
+  def test_a_job_timeout_during_a_retry_sleep_records_the_last_report
+    g = guard(:opaque, lease: 2, timeout: 0.1, max_retries: 5) # sleeps 20, 40, 80ms: the third outlasts 100ms
+    tries = 0
+    out = g.run("k", 1) do
+      tries += 1
+      raise Onceonly::Effect::NotSent, "connection refused"
+    end
+    assert_equal Onceonly::Outcome::RetryLater.new(reason: "connection refused", retry_after_ms: 500), out
+    assert_equal 3, tries
+    assert_equal "queued", row(g, "k").state
+  end
+
+  def test_an_owner_must_be_a_non_empty_string
+    [nil, "", 42].each do |owner|
+      err = assert_raises(Onceonly::InvalidInput) { guard(owner: owner) }
+      assert_match(/owner must be a non-empty String/, err.message)
+    end
   end
 
   def test_permanent_failure_is_recorded_failed

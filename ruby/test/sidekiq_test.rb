@@ -37,6 +37,15 @@ class HeldMail
 end
 
 # A lookup job whose class defines no onceonly_lookup.
+class RefusedMail
+  include Sidekiq::Job
+  include Onceonly::Sidekiq.guard(key: 0, effect: :keyed, lease: 10, timeout: 5, max_retries: 0)
+
+  def perform(_order_id)
+    raise Onceonly::Effect::NotSent, "connection refused"
+  end
+end
+
 class LookupMail
   include Sidekiq::Job
   include Onceonly::Sidekiq.guard(key: 0, effect: :lookup, lease: 10, timeout: 5)
@@ -101,6 +110,20 @@ class SidekiqTest < Minitest::Test
     assert_equal err.retry_in, KeyedMail.sidekiq_retry_in_block.call(0, err), "Sidekiq's retry uses the guard's delay"
     assert_nil KeyedMail.sidekiq_retry_in_block.call(0, RuntimeError.new), "other errors keep Sidekiq's own backoff"
     assert_empty Effects.counts
+  end
+
+  def test_a_released_delivery_asks_sidekiq_to_retry_after_its_backoff
+    # Two claims left by dead workers, so this delivery's claim is the third:
+    # released with the backoff 500ms * 2^2 = 2s, and Sidekiq asked for 2s.
+    Onceonly::Sidekiq.fault_hook = ->(point, _) { raise Onceonly::InjectedCrash, point if point == :after_claim }
+    2.times do
+      assert_raises(Onceonly::InjectedCrash) { RefusedMail.new.perform("r1") }
+      @store.advance_clock(10_001)
+    end
+    Onceonly::Sidekiq.fault_hook = nil
+    err = assert_raises(Onceonly::Sidekiq::RetryLater) { RefusedMail.new.perform("r1") }
+    assert_equal [2000, 2], [err.outcome.retry_after_ms, err.retry_in]
+    assert_equal ["queued", 3], @store.op_get("RefusedMail", "r1").record.then { |r| [r.state, r.attempts] }
   end
 
   def test_held_is_logged_not_retried

@@ -18,8 +18,9 @@ module Onceonly
     Failed = Struct.new(:error, keyword_init: true)
     # Cancelled; `withdrawn_ref` names an item withdrawn after the effect.
     Cancelled = Struct.new(:withdrawn_ref, keyword_init: true)
-    # Not done this time, safe to deliver again (the claim was released).
-    RetryLater = Struct.new(:reason, keyword_init: true)
+    # Not done this time, safe to deliver again (the claim was released);
+    # due again after `retry_after_ms` (the backoff; 0 for a claim given back unstarted).
+    RetryLater = Struct.new(:reason, :retry_after_ms, keyword_init: true)
     # Queued for later; its due time (ms, database clock) has not come.
     NotDue = Struct.new(:due_at, keyword_init: true)
     # A cancel came while the effect ran and the withdraw failed: still completed.

@@ -8,8 +8,9 @@ module Onceonly
   # the caller's own connection (a PG::Connection or a SQLite3::Database on
   # the store's database), so the effect exists exactly once.
   class Guard
-    # A claim taken inside the caller's transaction.
-    LocalClaim = Struct.new(:claim, :op_key, :ctx)
+    # A claim taken inside the caller's transaction; `decider` and
+    # `delivery` carry its decisions on to complete_in.
+    LocalClaim = Struct.new(:claim, :op_key, :ctx, :decider, :delivery)
 
     # Claims a local operation inside the caller's open transaction on `conn`.
     # Returns [:claimed, LocalClaim] (do the effect, then complete_in, then
@@ -17,34 +18,24 @@ module Onceonly
     def claim_in(conn, op_key, payload = nil)
       Keys.validate_op_key!(op_key)
       payload = Onceonly.payload(payload)
-      kind, found = store.op_claim(job_type: spec.job_type, op_key: op_key, fingerprint: payload.fingerprint,
-                                   payload: payload.json, owner: owner, lease_ms: spec.lease_ms, conn: conn)
-      return [:claimed, LocalClaim.new(found, op_key, ctx_for(op_key, found, payload))] if kind == :claimed
-
-      decision = decide(found, payload)
-      return [:settled, decision] unless decision.is_a?(Stale)
-
-      # A local claim only outlives its transaction if someone mixed effect
-      # kinds on one job type; a person must look.
-      r = decision.record
-      [:settled, Outcome::InProgress.new(age_ms: [found.now - (r.claimed_at || found.now), 0].max,
-                                         lease_ms: spec.lease_ms, owner: r.owner)]
+      decider = Decide::Decider.new(@job, :local, payload.fingerprint)
+      delivery = Delivery.new(op_key, payload, nil)
+      decider.next # the claim
+      answer = claim(delivery, conn: conn)
+      step = decider.next(answer)
+      case step["do"]
+      when "fault"
+        [:claimed, LocalClaim.new(delivery.claim, op_key, delivery.ctx, decider, delivery)]
+      when "finish" then [:settled, Decide.outcome(step["outcome"])]
+      else raise error_for(delivery, step["error"])
+      end
     end
 
-    # Completes a local claim inside the caller's transaction; raises
-    # LostClaim (roll back) when the claim is no longer ours.
+    # Completes a local claim inside the caller's transaction with the
+    # effect's `result`; raises LostClaim (roll back) when the claim is no
+    # longer ours.
     def complete_in(conn, local_claim, result)
-      fault(:after_effect, local_claim.ctx)
-      moved = store.op_move(**Protocol.owner_op("complete", job_type: spec.job_type, op_key: local_claim.op_key,
-                                                            token: local_claim.claim.token,
-                                                            result: JSON.generate(result), conn: conn))
-      unless moved
-        snap = store.op_get(spec.job_type, local_claim.op_key, conn: conn)
-        raise NotFound, "#{spec.job_type}:#{local_claim.op_key} is gone" unless snap
-
-        raise LostClaim.new(token: local_claim.claim.token, record: snap.record)
-      end
-      Outcome::Done.new(result: result, external_ref: nil, repeat: false)
+      drive_local(conn, local_claim, "continue") { |_| { "done" => { "result" => result } } }
     end
 
     # Runs a local effect: claim, the block and completion in one transaction
@@ -72,9 +63,8 @@ module Onceonly
       kind, found = claim_in(conn, op_key, payload)
       return found if kind == :settled
 
-      fault(:after_claim, found.ctx)
-      result = local_effect(conn, found, effect)
-      complete_in(conn, found, result)
+      after_claim = fault(found.delivery, Decide::FAULT_AFTER_CLAIM)
+      drive_local(conn, found, after_claim) { |delivery| local_effect(conn, delivery, effect) }
     end
 
     private
@@ -83,16 +73,42 @@ module Onceonly
       store.transaction(conn) { run_local_in(conn, op_key, payload, &effect) }
     end
 
-    def local_effect(conn, local_claim, effect)
-      Deadline.within(spec.timeout_ms / 1000.0) { effect.call(conn, local_claim.ctx) }
+    # The steps of a local claim after its after_claim fault point (answered
+    # `after_claim`), on the caller's connection; the block answers the
+    # perform step.
+    def drive_local(conn, local_claim, after_claim)
+      decider = local_claim.decider
+      unless decider.phase == :local_after_claim
+        raise InvalidInput, "#{spec.job_type}:#{local_claim.op_key}: this local claim is already completed"
+      end
+
+      delivery = local_claim.delivery
+      answer = after_claim
+      loop do
+        step = decider.next(answer)
+        answer =
+          case step["do"]
+          when "perform" then yield delivery
+          when "fault" then fault(delivery, step)
+          when "move" then move(delivery, step, conn: conn)
+          when "read" then read(delivery, conn: conn)
+          when "finish" then return Decide.outcome(step["outcome"])
+          when "error" then raise error_for(delivery, step["error"])
+          else raise ArgumentError, "unknown step #{step['do'].inspect} of a local effect"
+          end
+      end
+    end
+
+    # The local effect within the job timeout: {"done" => {"result"}},
+    # {"raised" => why} or "timed_out".
+    def local_effect(conn, delivery, effect)
+      { "done" => { "result" => Deadline.within(spec.timeout_ms / 1000.0) { effect.call(conn, delivery.ctx) } } }
     rescue Timeout::Error
-      raise LocalEffectFailed, "local effect of #{spec.job_type}:#{local_claim.op_key} timed out after " \
-                               "#{Duration.format(spec.timeout_ms)}; its transaction rolled back"
+      "timed_out"
     rescue InjectedCrash, LostClaim
       raise
     rescue StandardError => e
-      raise LocalEffectFailed, "local effect of #{spec.job_type}:#{local_claim.op_key} failed, " \
-                               "its transaction rolled back: #{e.class}: #{e.message}"
+      { "raised" => "#{e.class}: #{e.message}" }
     end
   end
 end

@@ -183,7 +183,10 @@ module Onceonly
         end
       end
 
+      # Seconds until the operation is due again: a release's backoff, or a
+      # queued record's due time; at least 1.
       def retry_in_for(outcome)
+        return [(outcome.retry_after_ms.to_i / 1000.0).ceil, 1].max if outcome.is_a?(Outcome::RetryLater)
         return 1 unless outcome.is_a?(Outcome::NotDue) && outcome.due_at
 
         [((outcome.due_at - @job.class.onceonly_guard.store.now) / 1000.0).ceil, 1].max
