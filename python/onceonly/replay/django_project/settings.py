@@ -4,31 +4,9 @@ Django's ``default``, the Celery settings as ``CELERY_*`` and every guarded
 job's timing and policy in ``ONCEONLY['JOBS']``, where a project keeps them."""
 import json
 import os
-from urllib.parse import unquote, urlparse
 
+from onceonly.replay.django_project.dburl import database
 from onceonly.replay.kinds import KINDS, job_of, transport_options
-
-
-def database(url: str) -> dict:
-    """A Django ``DATABASES`` entry for the replay's ``--db`` URL."""
-    if url.startswith("sqlite:///"):
-        # As onceonly's own SQLite connections: WAL, and an atomic block takes the write lock when it begins.
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": "/" + url[len("sqlite:///"):].lstrip("/"),
-                "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL", "transaction_mode": "IMMEDIATE", "timeout": 30}}
-    u = urlparse(url)
-    if u.query:
-        raise ValueError(f"{u.scheme}:// URL with options ({u.query}): the Django replay takes none; "
-                         "put them in the project's DATABASES OPTIONS")
-    engine = {"mysql": "mysql", "mariadb": "mysql", "postgres": "postgresql", "postgresql": "postgresql"}.get(u.scheme)
-    if engine is None:
-        raise ValueError(f"{url!r}: the Django replay runs on sqlite:///, postgresql:// or mysql://")
-    entry = {"ENGINE": f"django.db.backends.{engine}", "NAME": unquote(u.path.lstrip("/")),
-             "USER": unquote(u.username or ""), "PASSWORD": unquote(u.password or ""),
-             "HOST": u.hostname or "", "PORT": str(u.port or "")}
-    if engine == "mysql":
-        entry["OPTIONS"] = {"charset": "utf8mb4"}  # Django's MySQL backend (mysqlclient), as an application sets it
-    return entry
-
 
 CONFIG = json.load(open(os.environ["ONCEONLY_REPLAY_CONFIG"]))
 
