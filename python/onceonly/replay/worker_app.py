@@ -21,8 +21,7 @@ from celery import Celery, signals
 from celery.exceptions import Reject
 
 from ..http import HttpDestination
-from . import demo
-from . import kinds
+from . import demo, kinds
 from .kinds import KINDS, slug, transport_options
 
 CONFIG = json.load(open(os.environ["ONCEONLY_REPLAY_CONFIG"]))
