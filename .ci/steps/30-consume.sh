@@ -12,8 +12,8 @@ started=$(date +%s)
 
 if [ ! -x .venv/consume/bin/moto_server ]; then
     if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
-        apt-get update
-        apt-get install -y python3-venv
+        flock /tmp/onceonly-ci-apt.lock apt-get update
+        flock /tmp/onceonly-ci-apt.lock apt-get install -y python3-venv
     fi
     python3 -m venv .venv/consume
     .venv/consume/bin/pip install --quiet 'moto[server]'

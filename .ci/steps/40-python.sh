@@ -15,8 +15,8 @@ packages=(libmariadb-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  flock /tmp/onceonly-ci-apt.lock apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive flock /tmp/onceonly-ci-apt.lock apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 venv=.venv/python
@@ -33,11 +33,14 @@ fi
 
 python3 tools/sync-sql --check
 
-# The cross-language tests drive the CLI this checkout builds.
-cargo build -q -p onceonly-cli
-target_dir="${CARGO_TARGET_DIR:-target}"
-case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
-export ONCEONLY_BIN="$target_dir/debug/onceonly"
+# The cross-language tests drive the CLI this checkout builds: $ONCEONLY_BIN
+# (.ci/run sets it), else this checkout's build.
+if [[ -z "${ONCEONLY_BIN:-}" ]]; then
+  cargo build -q -p onceonly-cli
+  target_dir="${CARGO_TARGET_DIR:-target}"
+  case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+  export ONCEONLY_BIN="$target_dir/debug/onceonly"
+fi
 
 # Servers must answer under CI (the tests fail, not skip, when they do not).
 mysql -h 127.0.0.1 -u root -e 'SELECT 1' >/dev/null

@@ -15,8 +15,8 @@ packages=(ruby ruby-pg ruby-sqlite3 ruby-sidekiq ruby-redis ruby-json ruby-minit
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  flock /tmp/onceonly-ci-apt.lock apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive flock /tmp/onceonly-ci-apt.lock apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 ruby -v
 
@@ -73,3 +73,13 @@ ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --redis redis://127.0.0
 mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS onceonly_rb_replay; CREATE DATABASE onceonly_rb_replay"
 ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --redis redis://127.0.0.1:6379/12 --runs 20 \
   --db mysql://root@127.0.0.1:3306/onceonly_rb_replay --json "$tmp/replay-mysql.json"
+
+# The same scenarios through ActiveJob jobs on the Sidekiq adapter (#24, docs/rails.md):
+# local rows through an ActiveRecord model, on PostgreSQL and MariaDB, SIGKILLs counted.
+psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS onceonly_rb_aj_replay WITH (FORCE)" \
+  -c "CREATE DATABASE onceonly_rb_aj_replay"
+ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --framework activejob --redis redis://127.0.0.1:6379/12 \
+  --runs 20 --db postgres://postgres@127.0.0.1:5432/onceonly_rb_aj_replay --json "$tmp/replay-aj-postgres.json"
+mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS onceonly_rb_aj_replay; CREATE DATABASE onceonly_rb_aj_replay"
+ruby -Iruby/lib ruby/bin/onceonly-replay --queue sidekiq --framework activejob --redis redis://127.0.0.1:6379/12 \
+  --runs 20 --db mysql://root@127.0.0.1:3306/onceonly_rb_aj_replay --json "$tmp/replay-aj-mysql.json"

@@ -5,8 +5,8 @@
 set -euo pipefail
 
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  flock /tmp/onceonly-ci-apt.lock apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive flock /tmp/onceonly-ci-apt.lock apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 chromium --version
 chromedriver --version

@@ -1,13 +1,17 @@
 """Test helpers: a fresh database per test (a SQLite file, a PostgreSQL schema
 or database, a MySQL database), the Rust CLI, and skip-unless-CI for
-unreachable servers."""
+unreachable servers: every test that needs a server (PostgreSQL, MySQL,
+RabbitMQ, Redis) asks ``need_server`` (``need_postgres``, ``need_mysql``) or
+a database fixture, and each decides through ``unreachable``."""
 from __future__ import annotations
 
 import os
 import pathlib
 import secrets
+import socket
 import subprocess
 import sys
+import urllib.parse
 
 import pytest
 
@@ -25,12 +29,36 @@ MYSQL_PREFIX = "mysqlpython_"
 
 
 def unreachable(what: str, why: object):
-    """Fails under CI; elsewhere skips with a loud message."""
+    """The rule, once: fails under CI; elsewhere skips with a loud message."""
     msg = f"{what} unreachable: {why}"
     if CI:
         pytest.fail(msg + " (CI=true: a server the tests need must be up)")
     print(f"\n*** SKIPPING: {msg} ***", file=sys.stderr)
     pytest.skip(msg)
+
+
+DEFAULT_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "amqp": 5672, "redis": 6379}
+
+
+def need_server(url: str):
+    """Returns when something answers on the URL's host and port within 2s;
+    otherwise ``unreachable`` (fail under CI, skip loudly elsewhere)."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORTS[parts.scheme]
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as e:
+        unreachable(url, e)
+
+
+def need_postgres():
+    """The tests' PostgreSQL server answers (``need_server`` on ONCEONLY_TEST_PG)."""
+    need_server(PG_URL)
+
+
+def need_mysql():
+    """The tests' MySQL server answers (``need_server`` on ONCEONLY_TEST_MYSQL)."""
+    need_server(MYSQL_URL)
 
 
 def _pg_admin():

@@ -2,7 +2,6 @@
 what each outcome does to the message, and the timing check at start."""
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -12,18 +11,12 @@ import pytest
 import onceonly
 from onceonly import Payload
 from onceonly.celery import OperationFailed, OperationHeld, guarded_task, timing_problems
-from conftest import unreachable
+from conftest import need_server
 
 HERE = os.path.dirname(__file__)
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
 REDIS = os.environ.get("ONCEONLY_TEST_REDIS", "redis://127.0.0.1:6379/14")
 
-
-def reachable(url, port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    except OSError as e:
-        unreachable(url, e)
 
 
 def test_timing_problems_name_the_job_both_values_and_the_setting():
@@ -89,7 +82,7 @@ def test_every_countdown_the_guard_gives_is_at_most_max_retry_delay(sqlite_store
 
 
 def test_a_guarded_task_published_beyond_the_visibility_timeout_is_warned(caplog):
-    reachable(REDIS, 6379)
+    need_server(REDIS)
     from celery import Celery
 
     app = Celery("eta", broker=REDIS)
@@ -176,7 +169,7 @@ def test_bad_settings_are_refused_when_the_task_is_defined():
                         '[change broker_transport_options["visibility_timeout"] or max_retry_delay]'),
 ])
 def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path, module, rule):
-    reachable(REDIS, 6379)
+    need_server(REDIS)
     env = dict(os.environ, ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/x.db", PYTHONPATH=os.path.join(HERE, "celery_apps"))
     out = subprocess.run([sys.executable, "-m", "celery", "-A", module, "worker", "-P", "solo", "--without-gossip",
                           "-n", f"bad-timing-{secrets.token_hex(4)}@%h",
@@ -188,7 +181,7 @@ def test_a_worker_breaking_a_timing_rule_refuses_to_start(tmp_path, module, rule
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
-    reachable(AMQP, 5672)
+    need_server(AMQP)
     d = tmp_path_factory.mktemp("celery")
     env = dict(os.environ, ONCEONLY_TEST_DB=f"sqlite:///{d}/ops.db", ONCEONLY_TEST_EFFECTS=str(d / "effects.txt"),
                ONCEONLY_TEST_BROKER=AMQP, ONCEONLY_TEST_QUEUE="onceonly-test-" + secrets.token_hex(4),

@@ -10,11 +10,12 @@ import time
 import pytest
 
 import onceonly
-from test_celery import HERE, REDIS, reachable
+from conftest import need_server
+from test_celery import HERE, REDIS
 
 
 def test_a_countdown_past_the_visibility_timeout_is_delivered_again_and_the_effect_made_once(tmp_path, caplog):
-    reachable(REDIS, 6379)
+    need_server(REDIS)
     env = dict(os.environ, ONCEONLY_TEST_DB=f"sqlite:///{tmp_path}/ops.db", ONCEONLY_TEST_EFFECTS=str(tmp_path / "effects.txt"),
                ONCEONLY_TEST_REDIS=REDIS, ONCEONLY_TEST_QUEUE="celery-eta-" + secrets.token_hex(4),
                PYTHONPATH=os.path.join(HERE, "celery_apps"))

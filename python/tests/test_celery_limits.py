@@ -14,12 +14,13 @@ import pytest
 
 import onceonly
 from onceonly.stores.sqlite import path_of
-from test_celery import AMQP, HERE, reachable
+from conftest import need_server
+from test_celery import AMQP, HERE
 
 
 @pytest.fixture(scope="module")
 def prefork(tmp_path_factory):
-    reachable(AMQP, 5672)
+    need_server(AMQP)
     d = tmp_path_factory.mktemp("limits")
     env = dict(os.environ, ONCEONLY_TEST_DB=f"sqlite:///{d}/ops.db", ONCEONLY_TEST_EFFECTS=str(d / "effects.txt"),
                ONCEONLY_TEST_BROKER=AMQP, ONCEONLY_TEST_QUEUE="onceonly-limits-" + secrets.token_hex(4),

@@ -13,7 +13,7 @@ import pytest
 
 import onceonly
 from onceonly import Done, LocalEffectFailed, State
-from conftest import MYSQL_URL, PG_ADMIN, PG_URL, MySqlUser, unreachable
+from conftest import MYSQL_URL, PG_ADMIN, PG_URL, MySqlUser, need_mysql, need_postgres
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.join(HERE, "django_project")
@@ -26,12 +26,9 @@ def dj():
     except ImportError:
         sys.path.insert(0, PROJECT)
         from testsupport import setup
-    try:
-        return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0], MYSQL_URL)
-    except Exception as e:  # psycopg's or PyMySQL's OperationalError, without importing them first
-        if "connect" in str(e).lower():
-            unreachable(f"PostgreSQL at {PG_ADMIN} or MySQL at {MYSQL_URL}", e)
-        raise
+    need_postgres()
+    need_mysql()
+    return setup(PG_ADMIN, PG_URL.rsplit("/", 1)[0], MYSQL_URL)
 
 
 @pytest.fixture(params=["default", "lite", "my"])

@@ -4,7 +4,6 @@ commit leaves neither the row nor a record, and the redelivery writes one
 row; a task enqueued with delay_on_commit in a block that rolls back never runs."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,17 +11,14 @@ import time
 import pytest
 
 from onceonly import State
-from conftest import unreachable
+from conftest import need_server
 from test_django import PROJECT, dj, key, record, shipped  # noqa: F401 (dj: the fixture)
 
 AMQP = os.environ.get("ONCEONLY_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672//")
 
 
 def start_worker(dj, name, alias="default"):
-    try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
-    except OSError as e:
-        unreachable(AMQP, e)
+    need_server(AMQP)
     log_path = os.path.join(dj["markers"], f"{name}.log")
     env = dict(os.environ, **dj["env"], ONCEONLY_TEST_BROKER=AMQP, PYTHONPATH=PROJECT, ONCEONLY_TEST_DJANGO_RECORDS=alias)
     proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "testproj", "worker", "-P", "solo",

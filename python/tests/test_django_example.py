@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-from conftest import REPO
-from test_celery import AMQP, reachable
+from conftest import REPO, need_server
+from test_celery import AMQP
 
 SHOP = REPO / "python/examples/django_shop"
 
 
 @pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
 def test_the_django_shop_example_ships_once(db, tmp_path, request):
-    reachable(AMQP, 5672)
+    need_server(AMQP)
     env = dict(os.environ, SHOP_BROKER=AMQP, SHOP_QUEUE="django-shop-" + secrets.token_hex(4),
                DJANGO_SETTINGS_MODULE="shop.settings")
     if db == "sqlite":

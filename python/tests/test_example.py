@@ -2,12 +2,12 @@
 import subprocess
 import sys
 
-from conftest import REPO
-from test_celery import AMQP, reachable
+from conftest import REPO, need_server
+from test_celery import AMQP
 
 
 def test_the_shop_example_runs(tmp_path):
-    reachable(AMQP, 5672)
+    need_server(AMQP)
     out = subprocess.run([sys.executable, "demo.py", "--broker", AMQP, "--db", f"sqlite:///{tmp_path}/shop.db"],
                          cwd=REPO / "python/examples/shop", capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr

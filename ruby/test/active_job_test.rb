@@ -230,6 +230,17 @@ module ActiveJobCases
     assert_equal [%w[ActiveJobCases.KeyedMail cli queued]], rows.map { |r| r.values_at("job", "key", "state") }
   end
 
+  def test_a_job_is_guarded_once
+    err = assert_raises(Onceonly::InvalidInput) do
+      Class.new(KeyedMail) do
+        def self.name = "ActiveJobCases.KeyedMailAgain"
+        guarded key: 0, effect: :keyed
+      end
+    end
+    assert_match(/inherits the guard of ActiveJobCases::KeyedMail/, err.message)
+    assert_raises(Onceonly::InvalidInput) { KeyedMail.guarded(key: 0, effect: :keyed) }
+  end
+
   def test_timing_rules_are_checked_when_the_class_loads_and_against_sidekiqs_shutdown_timeout
     err = assert_raises(Onceonly::TimingError) do
       Class.new(TestJob) do
@@ -271,7 +282,7 @@ class ActiveJobPostgresTest < Minitest::Test
   include ActiveJobCases
 
   def connect
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rails_#{SecureRandom.hex(5)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }

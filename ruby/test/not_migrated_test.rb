@@ -21,11 +21,7 @@ class NotMigratedTest < Minitest::Test
   def setup
     super
     Sidekiq.configure_client { |c| c.redis = { url: REDIS } }
-    begin
-      Sidekiq.redis(&:flushdb)
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS}") { Sidekiq.redis(&:flushdb) }
   end
 
   def teardown
@@ -40,7 +36,7 @@ class NotMigratedTest < Minitest::Test
   end
 
   def unmigrated_pg
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     require "onceonly/stores/postgres"
     schema = "rb_#{SecureRandom.hex(5)}"
     @cleanups << -> { Support.pg_admin(%(DROP SCHEMA IF EXISTS "#{schema}" CASCADE)) }

@@ -22,11 +22,7 @@ class RailsExampleTest < Minitest::Test
       Support.unavailable!(self, "Rails (apt-get install ruby-rails)")
     end
     require "redis"
-    begin
-      Redis.new(url: REDIS).ping
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS}") { Redis.new(url: REDIS).ping }
     @dir = Dir.mktmpdir("onceonly-rails-shop")
     @cleanups << -> { FileUtils.rm_rf(@dir) }
   end
@@ -70,7 +66,7 @@ class RailsExampleTest < Minitest::Test
   end
 
   def test_the_example_on_postgres
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rails_shop_#{SecureRandom.hex(4)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }

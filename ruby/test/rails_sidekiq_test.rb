@@ -29,11 +29,7 @@ class RailsSidekiqTest < Minitest::Test
   def setup
     super
     Support.unavailable!(self, "Rails (apt-get install ruby-rails ruby-activejob)") unless defined?(::ActiveJob)
-    begin
-      Sidekiq.redis(&:ping)
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS}") { Sidekiq.redis(&:ping) }
     @dir = Dir.mktmpdir("onceonly-rails")
     @cleanups << -> { FileUtils.rm_rf(@dir) }
     ENV["RAILS_TEST_DIR"] = @dir
@@ -52,7 +48,7 @@ class RailsSidekiqTest < Minitest::Test
   end
 
   def postgres_app
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rails_#{SecureRandom.hex(5)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }

@@ -33,11 +33,7 @@ class SidekiqLogTest < Minitest::Test
   def setup
     super
     require "redis"
-    begin
-      Redis.new(url: REDIS).flushdb
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS}") { Redis.new(url: REDIS).flushdb }
     @dir = Dir.mktmpdir("onceonly-sidekiq-log")
     @cleanups << -> { FileUtils.rm_rf(@dir) }
     @store = sqlite_store

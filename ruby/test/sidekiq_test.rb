@@ -66,11 +66,7 @@ class SidekiqTest < Minitest::Test
 
   def setup
     super
-    begin
-      Sidekiq.redis(&:flushdb)
-    rescue StandardError
-      Support.unavailable!(self, "Redis at #{REDIS_URL}")
-    end
+    Support.need_server!(self, "Redis at #{REDIS_URL}") { Sidekiq.redis(&:flushdb) }
     @store = new_store
     Onceonly::Sidekiq.store = @store
     [KeyedMail, HeldMail, LookupMail, CancelledMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }

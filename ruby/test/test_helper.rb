@@ -20,7 +20,9 @@ Warning.singleton_class.prepend(QuietMysql2Deprecation)
 REPO_ROOT = File.expand_path("../..", __dir__)
 
 # Test helpers, once: a fresh database per test, servers that must be up
-# under CI=true, and the Rust CLI's binary.
+# under CI=true, and the Rust CLI's binary. Every test that needs a server
+# asks need_postgres! / need_mysql! (or a store below) or need_server!, and
+# each decides through unavailable!, the one rule.
 module Support
   PG_URL = ENV.fetch("ONCEONLY_TEST_PG", "postgres://postgres@127.0.0.1:5432/test")
   MYSQL_URL = ENV.fetch("ONCEONLY_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
@@ -37,6 +39,24 @@ module Support
 
     warn "\n!!! SKIPPED #{test.name}: #{what} is unreachable (outside CI a test may skip; under CI=true it fails) !!!"
     test.skip("#{what} unreachable")
+  end
+
+  # Runs the block, a probe of the server `what` names (a PING, a
+  # FLUSHDB); when it raises, the server is unavailable!.
+  def need_server!(test, what)
+    yield
+  rescue StandardError => e
+    unavailable!(test, "#{what} (#{e.class}: #{e.message.lines.first&.strip})")
+  end
+
+  # The tests' PostgreSQL answers, or unavailable!.
+  def need_postgres!(test)
+    unavailable!(test, "PostgreSQL at #{PG_URL}") unless pg_up?
+  end
+
+  # The tests' MySQL/MariaDB answers, or unavailable!.
+  def need_mysql!(test)
+    unavailable!(test, "MySQL/MariaDB at #{MYSQL_URL}") unless mysql_up?
   end
 
   def pg_up?
@@ -111,7 +131,7 @@ module FreshStores
   end
 
   def pg_store
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     require "onceonly/stores/postgres"
     schema = "rb_#{SecureRandom.hex(5)}"
     store = Onceonly.connect(Support::PG_URL, schema: schema)
@@ -122,7 +142,7 @@ module FreshStores
 
   # A fresh MySQL/MariaDB database (dropped after the test): its URL.
   def mysql_database_url(prefix: "mysql_ruby")
-    Support.unavailable!(self, "MySQL/MariaDB at #{Support::MYSQL_URL}") unless Support.mysql_up?
+    Support.need_mysql!(self)
     name = "#{prefix}_#{SecureRandom.hex(5)}"
     Support.mysql_admin("CREATE DATABASE `#{name}`")
     @cleanups << -> { Support.mysql_admin("DROP DATABASE IF EXISTS `#{name}`") }
@@ -137,7 +157,7 @@ module FreshStores
 
   # A fresh PostgreSQL database (the Rust CLI always uses the schema `onceonly`).
   def pg_database_url
-    Support.unavailable!(self, "PostgreSQL at #{Support::PG_URL}") unless Support.pg_up?
+    Support.need_postgres!(self)
     name = "rb_#{SecureRandom.hex(5)}"
     Support.pg_admin(%(CREATE DATABASE "#{name}"))
     @cleanups << -> { Support.pg_admin(%(DROP DATABASE IF EXISTS "#{name}" WITH (FORCE))) }

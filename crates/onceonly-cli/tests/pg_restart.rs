@@ -6,7 +6,8 @@
 //! because it stops and starts it. A real `onceonly run` process relays to a
 //! real keyed HTTP destination on 127.0.0.1 while the server goes down.
 //!
-//! Without initdb/pg_ctl the test skips loudly, or fails under CI=true.
+//! Without initdb/pg_ctl the test fails, or skips loudly with
+//! `ONCEONLY_SKIP_PG=1` outside CI (`onceonly_sqlx::test_db::TestDb::may_skip`).
 //! ONCEONLY_KEEP_PG=1 keeps the temp dir (server and relay logs).
 
 mod common;
@@ -57,16 +58,15 @@ impl PrivatePg {
         found.pop().map(|(_, bin)| bin)
     }
 
-    /// initdb and start, or None (skipping loudly; panicking under CI=true)
-    /// when the binaries are not installed.
+    /// initdb and start, or None when the binaries are not installed and
+    /// the PostgreSQL tests may skip (`ONCEONLY_SKIP_PG=1`, never under CI).
     fn start(test: &str) -> Option<Self> {
+        let pg = &onceonly_sqlx::test_db::PG;
         let Some(bin) = Self::find_bin() else {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{test}: no /usr/lib/postgresql/*/bin/initdb and pg_ctl under CI=true");
-            }
-            eprintln!(
-                "\n*** SKIPPED {test}: no /usr/lib/postgresql/*/bin/initdb and pg_ctl; \
-                 install PostgreSQL's server package to run it ***\n"
+            pg.may_skip(
+                test,
+                "no /usr/lib/postgresql/*/bin/initdb and pg_ctl",
+                "Install PostgreSQL's server package",
             );
             return None;
         };
@@ -77,15 +77,10 @@ impl PrivatePg {
                 .status()
                 .is_ok_and(|s| s.success())
         {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!(
-                    "{test}: running as root, and `runuser -u postgres` fails \
-                     (PostgreSQL refuses to run as root)"
-                );
-            }
-            eprintln!(
-                "\n*** SKIPPED {test}: running as root without a usable `postgres` user \
-                 (runuser -u postgres) ***\n"
+            pg.may_skip(
+                test,
+                "running as root, and `runuser -u postgres` fails (PostgreSQL refuses to run as root)",
+                "Run as another user, or create the `postgres` user",
             );
             return None;
         }

@@ -44,7 +44,7 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// Why the database cannot be reached, if it cannot. Every case then
     /// fails, or skips when the server's skip variable (`ONCEONLY_SKIP_PG=1`,
     /// `ONCEONLY_SKIP_MYSQL=1`) is set outside CI
-    /// ([`onceonly_sqlx::test_db::TestDb::skip_unreachable`]).
+    /// ([`onceonly_sqlx::test_db::TestDb::ready`]).
     fn unavailable(&self) -> impl Future<Output = Option<String>> + Send {
         async { None }
     }
@@ -58,10 +58,7 @@ pub trait StoreFactory: Send + Sync + 'static {
 
 /// Called by every generated test before its case: `false` means skip.
 pub async fn ready<F: StoreFactory>(factory: &F, case: &str) -> bool {
-    match factory.unavailable().await {
-        None => true,
-        Some(why) => !factory.server().skip_unreachable(case, &why),
-    }
+    factory.server().ready(case, factory.unavailable().await)
 }
 
 /// Expands to one `#[tokio::test]` per conformance case, each calling

@@ -19,16 +19,16 @@ const HELD: &str = include_str!("../queries/operator_held.sql");
 const STUCK: &str = include_str!("../queries/operator_stuck.sql");
 
 /// A column's text parsed as `T` (a state or an event name).
-fn parsed<T: std::str::FromStr<Err = onceonly::Error>>(
-    row: &PgRow,
-    col: &'static str,
-) -> sqlx::Result<T> {
+fn parsed<T>(row: &PgRow, col: &'static str) -> sqlx::Result<T>
+where
+    T: std::str::FromStr,
+    T::Err: Into<onceonly::Error>,
+{
     let text: String = row.try_get(col)?;
-    text.parse()
-        .map_err(|e: onceonly::Error| sqlx::Error::ColumnDecode {
-            index: col.to_owned(),
-            source: Box::new(e),
-        })
+    text.parse().map_err(|e: T::Err| sqlx::Error::ColumnDecode {
+        index: col.to_owned(),
+        source: Box::new(e.into()),
+    })
 }
 
 fn live(row: &PgRow) -> sqlx::Result<LiveCount> {

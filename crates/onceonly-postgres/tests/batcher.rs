@@ -14,20 +14,6 @@ mod common;
 
 use common::{new_schema, url};
 
-/// `false` (skip, loudly) when the test database is unreachable outside CI.
-async fn ready(test: &str) -> bool {
-    let Some(why) = common::unavailable().await else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: database unreachable under CI=true: {why}");
-    }
-    eprintln!(
-        "\n*** SKIPPED {test}: database unreachable: {why} (set CI=true to fail instead) ***\n"
-    );
-    false
-}
-
 async fn migrated(schema: &str) -> PgStore {
     let options = PgOptions::default().schema(schema).max_connections(4);
     let store = PgStore::connect_with(&url(), options).await.unwrap();
@@ -72,7 +58,7 @@ async fn queued_together<F: std::future::Future + Unpin>(mut calls: Vec<F>) -> V
 
 #[tokio::test]
 async fn calls_queued_together_go_as_one_statement_each_with_its_own_outcome() {
-    if !ready("calls_queued_together_go_as_one_statement_each_with_its_own_outcome").await {
+    if !common::ready("calls_queued_together_go_as_one_statement_each_with_its_own_outcome").await {
         return;
     }
     let schema = new_schema();
@@ -163,7 +149,7 @@ async fn calls_queued_together_go_as_one_statement_each_with_its_own_outcome() {
 
 #[tokio::test]
 async fn the_same_key_twice_goes_in_two_batches() {
-    if !ready("the_same_key_twice_goes_in_two_batches").await {
+    if !common::ready("the_same_key_twice_goes_in_two_batches").await {
         return;
     }
     let schema = new_schema();
@@ -215,7 +201,7 @@ async fn the_same_key_twice_goes_in_two_batches() {
 
 #[tokio::test]
 async fn a_bad_row_fails_only_its_own_caller() {
-    if !ready("a_bad_row_fails_only_its_own_caller").await {
+    if !common::ready("a_bad_row_fails_only_its_own_caller").await {
         return;
     }
     let schema = new_schema();
@@ -262,7 +248,7 @@ async fn a_bad_row_fails_only_its_own_caller() {
 /// Each answer is already committed: another connection reads it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_hears_back_only_after_the_commit() {
-    if !ready("a_caller_hears_back_only_after_the_commit").await {
+    if !common::ready("a_caller_hears_back_only_after_the_commit").await {
         return;
     }
     let schema = new_schema();
@@ -312,7 +298,7 @@ async fn a_caller_hears_back_only_after_the_commit() {
 /// counted), and every key is claimed, then completed, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_batches_on_the_same_keys_do_not_deadlock() {
-    if !ready("two_processes_batches_on_the_same_keys_do_not_deadlock").await {
+    if !common::ready("two_processes_batches_on_the_same_keys_do_not_deadlock").await {
         return;
     }
     let schema = new_schema();
@@ -373,7 +359,7 @@ async fn claim_and_complete(
 /// no row to two calls.
 #[tokio::test]
 async fn queued_claims_share_one_statement_and_deal_out_the_rows() {
-    if !ready("queued_claims_share_one_statement_and_deal_out_the_rows").await {
+    if !common::ready("queued_claims_share_one_statement_and_deal_out_the_rows").await {
         return;
     }
     let schema = new_schema();

@@ -18,10 +18,8 @@ mod common;
 #[tokio::test]
 async fn a_batch_claim_takes_at_most_its_limit_on_a_fresh_table() {
     let test = "a_batch_claim_takes_at_most_its_limit_on_a_fresh_table";
-    if let Some(why) = common::unavailable().await {
-        if onceonly_sqlx::test_db::skip_unreachable(test, &why) {
-            return;
-        }
+    if !common::ready(test).await {
+        return;
     }
     let options = PgOptions::default()
         .schema(common::new_schema())

@@ -11,19 +11,6 @@ mod common;
 
 use common::{new_schema, url};
 
-async fn ready(test: &str) -> bool {
-    let Some(why) = common::unavailable().await else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: database unreachable under CI=true: {why}");
-    }
-    eprintln!(
-        "\n*** SKIPPED {test}: database unreachable: {why} (set CI=true to fail instead) ***\n"
-    );
-    false
-}
-
 /// A migrated schema holding a history: 5000 completed rows, 100 queued,
 /// 100 claimed, in two job types, analyzed as autovacuum would.
 async fn with_history() -> (PgStore, String) {
@@ -88,7 +75,7 @@ fn explain(name: &str, schema: &str) -> String {
 
 #[tokio::test]
 async fn the_table_has_only_the_indexes_queries_read() {
-    if !ready("the_table_has_only_the_indexes_queries_read").await {
+    if !common::ready("the_table_has_only_the_indexes_queries_read").await {
         return;
     }
     let (store, schema) = with_history().await;
@@ -116,7 +103,7 @@ async fn the_table_has_only_the_indexes_queries_read() {
 
 #[tokio::test]
 async fn the_relay_the_sweep_and_purge_read_their_partial_indexes() {
-    if !ready("the_relay_the_sweep_and_purge_read_their_partial_indexes").await {
+    if !common::ready("the_relay_the_sweep_and_purge_read_their_partial_indexes").await {
         return;
     }
     let (store, schema) = with_history().await;
@@ -167,7 +154,7 @@ async fn the_relay_the_sweep_and_purge_read_their_partial_indexes() {
 /// and the batch claim inserts in array order.
 #[tokio::test]
 async fn batches_take_their_rows_in_array_order_by_primary_key() {
-    if !ready("batches_take_their_rows_in_array_order_by_primary_key").await {
+    if !common::ready("batches_take_their_rows_in_array_order_by_primary_key").await {
         return;
     }
     let (store, schema) = with_history().await;
@@ -221,7 +208,7 @@ async fn batches_take_their_rows_in_array_order_by_primary_key() {
 /// every record through migration 3 and ends with the new indexes only.
 #[tokio::test]
 async fn migration_3_keeps_the_records_and_swaps_the_indexes() {
-    if !ready("migration_3_keeps_the_records_and_swaps_the_indexes").await {
+    if !common::ready("migration_3_keeps_the_records_and_swaps_the_indexes").await {
         return;
     }
     let (store, schema) = with_history().await;

@@ -14,15 +14,6 @@ mod common;
 
 use common::{new_schema, url};
 
-/// `false` (skip) only when the test database is unreachable and
-/// `ONCEONLY_SKIP_PG=1` is set; an unreachable database fails otherwise.
-async fn ready(test: &str) -> bool {
-    match common::unavailable().await {
-        None => true,
-        Some(why) => !onceonly_sqlx::test_db::skip_unreachable(test, &why),
-    }
-}
-
 async fn store_in(schema: &str) -> PgStore {
     let options = PgOptions::default().schema(schema).max_connections(4);
     PgStore::connect_with(&url(), options).await.unwrap()
@@ -67,7 +58,7 @@ async fn invalid_schema_is_refused_before_connecting() {
 
 #[tokio::test]
 async fn migrate_is_idempotent_and_safe_when_run_at_once() {
-    if !ready("migrate_is_idempotent_and_safe_when_run_at_once").await {
+    if !common::ready("migrate_is_idempotent_and_safe_when_run_at_once").await {
         return;
     }
     let schema = new_schema();
@@ -101,7 +92,7 @@ async fn stores_in(schema: &str, n: usize) -> Vec<PgStore> {
 
 #[tokio::test]
 async fn schemas_do_not_see_each_other() {
-    if !ready("schemas_do_not_see_each_other").await {
+    if !common::ready("schemas_do_not_see_each_other").await {
         return;
     }
     let a = store_in(&new_schema()).await;
@@ -122,7 +113,7 @@ async fn schemas_do_not_see_each_other() {
 
 #[tokio::test]
 async fn a_rolled_back_transaction_leaves_no_claim_and_the_search_path_alone() {
-    if !ready("a_rolled_back_transaction_leaves_no_claim_and_the_search_path_alone").await {
+    if !common::ready("a_rolled_back_transaction_leaves_no_claim_and_the_search_path_alone").await {
         return;
     }
     let store = store_in(&new_schema()).await;
@@ -156,7 +147,7 @@ async fn a_rolled_back_transaction_leaves_no_claim_and_the_search_path_alone() {
 
 #[tokio::test]
 async fn a_stale_claim_taken_over_into_held_is_reported_won() {
-    if !ready("a_stale_claim_taken_over_into_held_is_reported_won").await {
+    if !common::ready("a_stale_claim_taken_over_into_held_is_reported_won").await {
         return;
     }
     let store = store_in(&new_schema()).await;
@@ -196,7 +187,7 @@ async fn a_stale_claim_taken_over_into_held_is_reported_won() {
 
 #[tokio::test]
 async fn concurrent_batches_never_share_a_row() {
-    if !ready("concurrent_batches_never_share_a_row").await {
+    if !common::ready("concurrent_batches_never_share_a_row").await {
         return;
     }
     let store = store_in(&new_schema()).await;
@@ -248,7 +239,7 @@ async fn database_errors_keep_their_kind_and_cause() {
     use onceonly::DbErrorKind;
     use std::error::Error as _;
 
-    if !ready("database_errors_keep_their_kind_and_cause").await {
+    if !common::ready("database_errors_keep_their_kind_and_cause").await {
         return;
     }
     let schema = new_schema();

@@ -193,10 +193,8 @@ async fn pg_unavailable(url: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_on_postgres() {
     let url = pg_url();
-    if let Some(why) = pg_unavailable(&url).await {
-        if onceonly_sqlx::test_db::skip_unreachable("sigkill_on_postgres", &why) {
-            return;
-        }
+    if !onceonly_sqlx::test_db::PG.ready("sigkill_on_postgres", pg_unavailable(&url).await) {
+        return;
     }
     let schema = new_schema();
     let store = PgStore::connect_with(&url, PgOptions::default().schema(&schema))

@@ -18,12 +18,14 @@ const HELD: &str = include_str!("../queries/operator_held.sql");
 const STUCK: &str = include_str!("../queries/operator_stuck.sql");
 
 /// A column's text parsed as `T` (a state or an event name).
-fn parsed<T: std::str::FromStr<Err = onceonly::Error>>(
-    row: &Row<'_>,
-    col: &'static str,
-) -> rusqlite::Result<T> {
+fn parsed<T>(row: &Row<'_>, col: &'static str) -> rusqlite::Result<T>
+where
+    T: std::str::FromStr,
+    T::Err: Into<onceonly::Error>,
+{
     let text: String = row.get(col)?;
-    text.parse().map_err(|e: onceonly::Error| {
+    text.parse().map_err(|e: T::Err| {
+        let e: onceonly::Error = e.into();
         let index = row.as_ref().column_index(col).unwrap_or(0);
         rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
     })

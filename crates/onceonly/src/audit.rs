@@ -11,12 +11,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
-use tracing::warn;
 
 use crate::error::Error;
-use crate::protocol::{Move, Settle, Transition};
 use crate::record::{DbTime, State};
-use crate::store::{OpAudit, Store};
 
 /// What an audit event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -91,49 +88,6 @@ impl AuditKind {
             AuditKind::Retry => "retry",
             AuditKind::Released => "released",
             AuditKind::Purged => "purged",
-        }
-    }
-
-    /// The transitions after which the event is appended: after one of them
-    /// succeeded, or, for [`AuditKind::LostClaim`], after one of them
-    /// changed nothing because the claim was gone.
-    pub fn after(self) -> &'static [Transition] {
-        use Move::*;
-        match self {
-            AuditKind::TakeOver => &[
-                Transition::TakeOver(Settle::Redo),
-                Transition::TakeOver(Settle::Hold),
-                Transition::TakeOver(Settle::Fail),
-            ],
-            AuditKind::Hold => &[Transition::Move(Hold), Transition::Move(HoldQueued)],
-            AuditKind::LostClaim => &[
-                Transition::Heartbeat,
-                Transition::Move(Complete),
-                Transition::Move(Release),
-                Transition::Move(Fail),
-                Transition::Move(Hold),
-                Transition::Move(CancelClaimed),
-                Transition::Move(CompleteWithdrawFailed),
-            ],
-            AuditKind::CancelRequested => &[Transition::RequestCancel],
-            AuditKind::Cancelled => &[
-                Transition::Move(CancelClaimed),
-                Transition::Move(CancelQueued),
-                Transition::Move(CancelFailed),
-                Transition::Move(CancelCompleted),
-            ],
-            AuditKind::Compensated => &[Transition::Move(CancelClaimed)],
-            AuditKind::WithdrawFailed => &[Transition::Move(CompleteWithdrawFailed)],
-            AuditKind::Resolved => &[
-                Transition::Move(ResolveCompleted),
-                Transition::Move(ResolveQueued),
-                Transition::Move(ResolveFailed),
-                Transition::Move(ResolveCancelled),
-            ],
-            AuditKind::Failed => &[Transition::Move(Fail)],
-            AuditKind::Retry | AuditKind::Released => &[Transition::Move(Release)],
-            // An operator's deletion, not a transition of one record.
-            AuditKind::Purged => &[],
         }
     }
 
@@ -217,13 +171,5 @@ impl AuditEvent {
             (Some(attempt), None) => format!("attempt {attempt}: {words}"),
             _ => words.to_owned(),
         }
-    }
-}
-
-/// Appends an event; a failed append is logged and otherwise ignored, so it
-/// never turns a transition that happened into an error.
-pub(crate) async fn append<S: Store>(store: &S, p: &OpAudit<'_>) {
-    if let Err(e) = store.op_audit(p).await {
-        warn!(job = p.job_type, key = p.op_key, event = %p.event, token = p.token, error = %e, "audit append failed; the transition itself stands");
     }
 }

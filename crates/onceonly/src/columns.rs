@@ -32,7 +32,7 @@ fn time<C: Columns>(row: &C, col: &'static str) -> Result<Option<DbTime>, C::Err
 
 fn state<C: Columns>(row: &C, col: &'static str) -> Result<Option<State>, C::Error> {
     row.opt_text(col)?
-        .map(|s| s.parse::<State>().map_err(|e| row.invalid(col, e)))
+        .map(|s| s.parse::<State>().map_err(|e| row.invalid(col, e.into())))
         .transpose()
 }
 
@@ -54,7 +54,7 @@ pub fn record<C: Columns>(row: &C) -> Result<Record, C::Error> {
         op_key: row.text("op_key")?,
         state: state_name
             .parse::<State>()
-            .map_err(|e| row.invalid("state", e))?,
+            .map_err(|e| row.invalid("state", e.into()))?,
         token: row.int("token")?,
         owner: row.opt_text("owner")?,
         attempts: row.int("attempts")?,

@@ -4,7 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::record::Record;
+use crate::fault::FaultPoint;
+use crate::record::{Record, UnknownState};
+
+/// A boxed error from a local effect (the source of [`Error::LocalEffect`]).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Everything that can go wrong while guarding an operation.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +100,7 @@ pub enum Error {
     /// A fault injected at a named point (tests and the replay harness): the
     /// worker stopped there as if its process had died.
     #[error("injected crash at {0}")]
-    InjectedCrash(crate::fault::FaultPoint),
+    InjectedCrash(FaultPoint),
 
     /// A local effect returned an error: its transaction rolled back, so
     /// neither its writes nor the claim were kept. The user's own error is
@@ -109,7 +113,7 @@ pub enum Error {
         op_key: String,
         /// What the effect returned.
         #[source]
-        source: crate::guard::BoxError,
+        source: BoxError,
     },
 
     /// The effect did not finish within the job timeout and was stopped.
@@ -205,6 +209,12 @@ impl std::error::Error for DbError {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<UnknownState> for Error {
+    fn from(e: UnknownState) -> Self {
+        Error::Invalid(e.to_string())
     }
 }
 

@@ -48,14 +48,14 @@ pub mod store;
 pub use answer::{escape_controls, AnswerError};
 pub use audit::{AuditEvent, AuditKind};
 pub use effect::{Effect, EffectCtx, EffectFn, EffectOutcome, LookupOutcome, WithdrawOutcome};
-pub use error::{DbError, DbErrorKind, Error, Result};
+pub use error::{BoxError, DbError, DbErrorKind, Error, Result};
 pub use fault::{FaultAction, FaultHook, FaultPoint};
-pub use guard::{Attempt, BoxError, DoneAttempt, Guard, LocalClaim, LocalStart, Outcome};
+pub use guard::{Attempt, DoneAttempt, Guard, LocalClaim, LocalStart, Outcome};
 pub use key::{
     idempotency_key, validate_job_type, validate_op_key, Payload, MAX_JOB_TYPE_BYTES, MAX_KEY_BYTES,
 };
 pub use owner::new_owner;
 pub use protocol::{Move, Settle, Transition};
-pub use record::{DbTime, Record, Snapshot, State};
+pub use record::{DbTime, Record, Snapshot, State, UnknownState};
 pub use spec::{parse_duration, timing_lines, EffectKind, JobSpec, StalePolicy};
 pub use store::{ClockOffset, Store};

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use tracing::info;
 
-use crate::audit::{append, AuditKind};
+use crate::audit::AuditKind;
 use crate::effect::{Effect, EffectCtx, LookupOutcome, WithdrawOutcome};
 use crate::error::{Error, Result};
 use crate::key::{validate_job_type, validate_op_key, Payload};
 use crate::protocol::{unclaimed_may_have_acted, Move};
 use crate::record::{Record, Snapshot, State};
-use crate::store::{Enqueued, OpAudit, OpEnqueue, OpPurge, OpRequestCancel, Store};
+use crate::store::{append, Enqueued, OpAudit, OpEnqueue, OpPurge, OpRequestCancel, Store};
 
 /// The actor [`cancel`] and [`resolve`] write to the audit trail.
 pub const DEFAULT_ACTOR: &str = "operator";

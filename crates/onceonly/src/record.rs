@@ -6,8 +6,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Serialize, Serializer};
 
-use crate::error::Error;
-
 /// A time read from the database's clock, in milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DbTime(pub i64);
@@ -95,18 +93,20 @@ impl fmt::Display for State {
 }
 
 impl FromStr for State {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, UnknownState> {
         State::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "unknown state {s:?}; one of queued, claimed, completed, failed, held, cancelled"
-                ))
-            })
+            .ok_or_else(|| UnknownState(s.to_owned()))
     }
 }
+
+/// A state name that is none of [`State::ALL`]; as [`crate::Error`] it is
+/// [`crate::Error::Invalid`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown state {0:?}; one of queued, claimed, completed, failed, held, cancelled")]
+pub struct UnknownState(pub String);
 
 /// One operation record, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]

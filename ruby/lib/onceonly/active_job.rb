@@ -96,6 +96,10 @@ module Onceonly
       # InvalidInput or TimingError at once, when the class is loaded.
       def guarded(key:, effect:, job_type: nil, model: nil, store: nil, max_retries: 3, record_at_push: true, **timing)
         raise InvalidInput, "#{name} is guarded twice" if singleton_methods(false).include?(:onceonly_config)
+        if respond_to?(:onceonly_config)
+          # Its perform would run under two guards, the inner one meeting the outer one's claim.
+          raise InvalidInput, "#{name} inherits the guard of #{superclass.name}: guard one class of the chain"
+        end
 
         unless key.is_a?(Integer) || key.respond_to?(:call)
           raise InvalidInput, "key: must be a lambda from the perform arguments to the operation key, or an argument index"

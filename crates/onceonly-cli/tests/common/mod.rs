@@ -19,34 +19,21 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}", dir.join("cli.db").display())
 }
 
-/// The PostgreSQL URL for tests; `None` (skip) only when the server is
-/// unreachable and `ONCEONLY_SKIP_PG=1` is set, a failure otherwise.
+/// The PostgreSQL URL for tests (env `ONCEONLY_TEST_PG`); `None` (skip)
+/// only when nothing answers on its host and port and `ONCEONLY_SKIP_PG=1`
+/// is set outside CI, a failure otherwise
+/// ([`onceonly_sqlx::test_db::TestDb::ready`]).
 pub fn pg_url(test: &str) -> Option<String> {
-    let reachable = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:5432".parse().unwrap(),
-        std::time::Duration::from_secs(2),
-    )
-    .is_ok();
-    if reachable || !onceonly_sqlx::test_db::skip_unreachable(test, "no answer on 127.0.0.1:5432") {
-        return Some(onceonly_sqlx::test_db::pg_url());
-    }
-    None
+    let db = &onceonly_sqlx::test_db::PG;
+    db.ready(test, db.tcp_unavailable()).then(|| db.url())
 }
 
 /// The MySQL (MariaDB) URL for tests (env `ONCEONLY_TEST_MYSQL`); `None`
-/// (skip) only when the server is unreachable and `ONCEONLY_SKIP_MYSQL=1`
-/// is set, a failure otherwise.
+/// (skip) only when nothing answers on its host and port and
+/// `ONCEONLY_SKIP_MYSQL=1` is set outside CI, a failure otherwise.
 pub fn mysql_url(test: &str) -> Option<String> {
-    let reachable = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:3306".parse().unwrap(),
-        std::time::Duration::from_secs(2),
-    )
-    .is_ok();
     let db = &onceonly_sqlx::test_db::MYSQL;
-    if reachable || !db.skip_unreachable(test, "no answer on 127.0.0.1:3306") {
-        return Some(db.url());
-    }
-    None
+    db.ready(test, db.tcp_unavailable()).then(|| db.url())
 }
 
 /// A job type no other test uses, so tests share a PostgreSQL schema safely.

@@ -26,11 +26,12 @@ pub async fn sqlite() -> (String, SqliteStore) {
     (url, store)
 }
 
-/// A fresh, migrated schema on the test PostgreSQL, or `None` (loudly)
-/// when it is unreachable outside CI; under CI=true that fails the test.
+/// A fresh, migrated schema on the test PostgreSQL, or `None` (skip,
+/// loudly) when it is unreachable and `ONCEONLY_SKIP_PG=1` is set outside
+/// CI; an unreachable database fails the test otherwise
+/// ([`onceonly_sqlx::test_db::TestDb::ready`]).
 pub async fn postgres(test: &str) -> Option<(String, PgStore)> {
-    let url = std::env::var("ONCEONLY_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url = onceonly_sqlx::test_db::pg_url();
     // The naming the PostgreSQL store's tests sweep after an hour.
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -43,11 +44,8 @@ pub async fn postgres(test: &str) -> Option<(String, PgStore)> {
             store.migrate().await.unwrap();
             Some((url, store))
         }
-        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{test}: PostgreSQL unreachable under CI=true: {e}")
-        }
         Err(e) => {
-            eprintln!("\n*** SKIPPED {test}: PostgreSQL unreachable: {e} ***\n");
+            onceonly_sqlx::test_db::PG.ready(test, Some(e.to_string()));
             None
         }
     }

@@ -87,12 +87,9 @@ pub async fn unavailable() -> Option<String> {
 }
 
 /// Whether `test` can run: `false` when it is to be skipped
-/// (see [`onceonly_sqlx::test_db::TestDb::skip_unreachable`]).
+/// (see [`onceonly_sqlx::test_db::TestDb::ready`]).
 pub async fn reachable(test: &str) -> bool {
-    match unavailable().await {
-        None => true,
-        Some(why) => !onceonly_sqlx::test_db::MYSQL.skip_unreachable(test, &why),
-    }
+    onceonly_sqlx::test_db::MYSQL.ready(test, unavailable().await)
 }
 
 async fn sweep_old_databases(conn: &mut MySqlConnection) {

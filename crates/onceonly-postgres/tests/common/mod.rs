@@ -1,5 +1,7 @@
 //! What the test files share: the test database and fresh schemas on it.
 
+#![allow(dead_code)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +23,13 @@ pub fn new_schema() -> String {
         .unwrap()
         .as_secs();
     format!("t_{secs:08x}_{:08x}", rand::random::<u32>())
+}
+
+/// Whether `test` runs: `false` (skip, loudly) when the test database is
+/// unreachable and `ONCEONLY_SKIP_PG=1` outside CI; an unreachable
+/// database fails the test otherwise ([`onceonly_sqlx::test_db::TestDb::ready`]).
+pub async fn ready(test: &str) -> bool {
+    onceonly_sqlx::test_db::PG.ready(test, unavailable().await)
 }
 
 /// Why the test database cannot be reached, if it cannot. The first call in

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use crate::audit::{append, AuditKind};
+use crate::audit::AuditKind;
 use crate::effect::{Effect, EffectCtx, EffectOutcome, LookupOutcome, WithdrawOutcome};
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::fault::{FaultAction, FaultHook, FaultPoint};
 use crate::key::{idempotency_key, validate_op_key, Payload};
 use crate::owner::new_owner;
@@ -26,7 +26,7 @@ use crate::protocol::{cancel_unsent, policy, Move, Settle};
 use crate::record::{DbTime, Record, Snapshot, State};
 use crate::spec::{EffectKind, JobSpec, StalePolicy};
 use crate::store::{
-    Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, Store,
+    append, Claim, ClaimRow, Completion, OpAudit, OpClaim, OpCompleteBatch, OpHeartbeat, Store,
 };
 
 /// What became of one delivery of an operation.
@@ -112,9 +112,6 @@ impl DoneAttempt {
         &self.ctx.op_key
     }
 }
-
-/// A boxed error from a local effect.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A claim taken inside the caller's transaction (local effects).
 #[derive(Debug)]

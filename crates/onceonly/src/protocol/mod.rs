@@ -14,14 +14,15 @@
 //! docs/DESIGN.md section 2 explains the table; `docs/protocol.md` walks
 //! through it.
 
+mod audit;
+mod params;
 mod policy;
 mod row;
 
 use serde::Serialize;
 
 use crate::record::State;
-use crate::store::OpMove;
-
+pub use params::{OpMove, OpTakeOver};
 pub use policy::{
     cancel_unsent, policy, policy_table, unclaimed_may_have_acted, PolicyRow, Settle,
 };

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::Move;
+use super::{Move, OpTakeOver};
 use crate::record::{Record, State};
 use crate::spec::{EffectKind, StalePolicy};
-use crate::store::OpTakeOver;
 
 /// The policy's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

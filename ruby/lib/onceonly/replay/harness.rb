@@ -31,7 +31,8 @@ module Onceonly
 
       attr_reader :entries
 
-      def initialize(redis_url:, db_url:, runs:, processes:, concurrency: 1, lease_ms: 2000, out: $stdout)
+      def initialize(redis_url:, db_url:, runs:, processes:, concurrency: 1, lease_ms: 2000, framework: "sidekiq", out: $stdout)
+        raise InvalidInput, "--framework must be sidekiq or activejob" unless %w[sidekiq activejob].include?(framework)
         raise InvalidInput, "--runs must be at least 1" unless runs.positive?
         raise InvalidInput, "--processes must be at least 2 (the same message to two workers at once)" if processes < 2
 
@@ -41,6 +42,7 @@ module Onceonly
         @processes = processes
         @concurrency = concurrency
         @lease_ms = lease_ms
+        @framework = framework
         @out = out
         @run_id = "rb#{SecureRandom.hex(4)}"
         @entries = []
@@ -76,6 +78,7 @@ module Onceonly
         ENV["ONCEONLY_DB"] = @db_url
         ENV["ONCEONLY_REPLAY_RUN"] = @run_id
         ENV["ONCEONLY_REPLAY_LEASE_MS"] = @lease_ms.to_s
+        ENV["ONCEONLY_REPLAY_FRAMEWORK"] = @framework
         ::Sidekiq.configure_client { |c| c.redis = { url: @redis_url } }
         ::Sidekiq.logger.level = Logger::WARN
         claim_redis_db
@@ -94,9 +97,10 @@ module Onceonly
         @workers = Workers.new(count: @processes, concurrency: @concurrency, log_dir: @log_dir,
                                env: { "REDIS_URL" => @redis_url, "ONCEONLY_DB" => @db_url,
                                       "ONCEONLY_REPLAY_RUN" => @run_id,
-                                      "ONCEONLY_REPLAY_LEASE_MS" => @lease_ms.to_s })
+                                      "ONCEONLY_REPLAY_LEASE_MS" => @lease_ms.to_s,
+                                      "ONCEONLY_REPLAY_FRAMEWORK" => @framework })
         @workers.start
-        @out.puts "#{@processes} Sidekiq processes (concurrency #{@concurrency}) on #{@redis_url}; " \
+        @out.puts "#{@processes} Sidekiq processes (concurrency #{@concurrency}#{active_job? ? ', ActiveJob jobs' : ''}) on #{@redis_url}; " \
                   "#{Onceonly.redact(@db_url)}; lease #{Duration.format(@lease_ms)}; run #{@run_id}"
       end
 
@@ -136,7 +140,27 @@ module Onceonly
       # -- driving Sidekiq -------------------------------------------------------
 
       def push(klass, key, data = {})
+        return klass.perform_later(key, data).provider_job_id if active_job?
+
         ::Sidekiq::Client.push("class" => klass, "args" => [key, data], "queue" => Jobs::QUEUE)
+      end
+
+      # ActiveJob jobs (--framework activejob): a delivery that meets a live
+      # claim ends instead of going back to Sidekiq's retry, and the re-drive
+      # brings the operation back once the claim is past its lease.
+      def active_job?
+        @framework == "activejob"
+      end
+
+      # ActiveJob: the re-drive after the leases of claims left live (a
+      # fault, a young claim) ran out; Sidekiq's retry did that for Sidekiq jobs.
+      def redrive_live_claims
+        return [] unless active_job?
+
+        sleep(@lease_ms / 1000.0 + 0.2)
+        pushed = Onceonly::Sidekiq::Redrive.run(classes: Jobs::GUARDED.values)
+        drain
+        pushed
       end
 
       # Waits until nothing is queued, running, or waiting to be retried.
@@ -152,7 +176,8 @@ module Onceonly
           busy = @workers.busy
           retries = ::Sidekiq::RetrySet.new
           retries.each { |job| job.retry if Time.now.to_f - (job["retried_at"] || job["failed_at"]).to_f > 0.3 }
-          idle = queued.zero? && busy.zero? && retries.size.zero?
+          scheduled = ::Sidekiq::ScheduledSet.new.size # ActiveJob's retry_job
+          idle = queued.zero? && busy.zero? && retries.size.zero? && scheduled.zero?
           quiet = idle ? quiet + 1 : 0
           return if quiet >= 3
 
@@ -308,6 +333,7 @@ module Onceonly
         drain # a fault goes to Sidekiq's retry, which settles it; a killed job is gone
         sleep(@lease_ms / 1000.0 + 0.2) if mode == "sigkill" # the claims' leases run out on the database's clock
         redriven = Onceonly::Sidekiq::Redrive.run(classes: Jobs::GUARDED.values)
+        redriven += redrive_live_claims if mode == "fault"
         if mode == "sigkill"
           Jobs::KINDS.each_key { |kind| push(Jobs::NAIVE[kind], key) if reached(Jobs.job_type(kind, naive: true), key) }
         end
@@ -350,9 +376,9 @@ module Onceonly
                                                                 fault_hook: ->(p, _) { raise InjectedCrash, p if p == :after_claim })
           begin
             if kind == "local"
-              dying.run_local(key, { "args" => [key, {}] }) { raise "acted" }
+              dying.run_local(key, klass.onceonly_config.payload_for([key, {}])) { raise "acted" }
             else
-              dying.run(key, { "args" => [key, {}] }) { raise "acted" }
+              dying.run(key, klass.onceonly_config.payload_for([key, {}])) { raise "acted" }
             end
           rescue InjectedCrash
             nil
@@ -364,6 +390,7 @@ module Onceonly
         sleep 0.5
         young = Jobs::KINDS.each_key.to_h { |kind| [kind, [effects(kind, key), record(kind, key)&.state]] }
         drain
+        redrive_live_claims
         Jobs::KINDS.each_key { |kind| push(Jobs::NAIVE[kind], key) }
         drain
         Jobs::KINDS.each_key.to_h do |kind|
@@ -526,7 +553,7 @@ module Onceonly
 
       def report(elapsed_ms)
         verdicts = @entries.map { |e| e["verdict"] }.tally
-        { "db" => Onceonly.redact(@db_url), "queue" => "sidekiq", "redis" => @redis_url, "processes" => @processes,
+        { "db" => Onceonly.redact(@db_url), "queue" => "sidekiq", "framework" => @framework, "redis" => @redis_url, "processes" => @processes,
           "concurrency" => @concurrency, "lease_ms" => @lease_ms, "elapsed_ms" => elapsed_ms,
           "entries" => @entries, "pass" => !verdicts.key?("fail"), "run_id" => @run_id, "runs" => @runs,
           "worker_deaths" => @workers.deaths.map { |d| { "pid" => d.pid, "signal" => d.status.termsig, "exit" => d.status.exitstatus } },

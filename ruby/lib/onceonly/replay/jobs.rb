@@ -159,7 +159,11 @@ module Onceonly
     module Jobs
       GUARDED = {}
       NAIVE = {}
+      # ONCEONLY_REPLAY_FRAMEWORK=activejob: ActiveJob jobs instead (active_job_jobs.rb).
+      ACTIVE_JOB = ENV["ONCEONLY_REPLAY_FRAMEWORK"] == "activejob"
       KINDS.each do |kind, (effect, policy)|
+        next if ACTIVE_JOB
+
         cname = kind.split("-").map(&:capitalize).join
         guarded = Class.new(GuardedJob)
         Replay.const_set("Guarded#{cname}", guarded)
@@ -190,3 +194,8 @@ Sidekiq.configure_server do |config|
 end
 Redis.sadd_returns_boolean = false if Redis.respond_to?(:sadd_returns_boolean=)
 Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+
+if Onceonly::Replay::Jobs::ACTIVE_JOB
+  require "onceonly/replay/active_job_jobs"
+  Onceonly::Replay::Jobs.build_active_job!
+end

@@ -1,0 +1,9 @@
+<?php
+return [
+    'default' => 'redis',
+    'stores' => [
+        'redis' => ['driver' => 'redis', 'connection' => 'default'],
+        'array' => ['driver' => 'array'],
+    ],
+    'prefix' => env('REDIS_PREFIX', 'laravel-tests:') . 'cache',
+];

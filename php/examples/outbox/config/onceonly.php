@@ -1,0 +1,5 @@
+<?php
+return [
+    // The jobs whose timing queue:work checks before it takes a job.
+    'jobs' => [App\Jobs\SendOutbox::class],
+];

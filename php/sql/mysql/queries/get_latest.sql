@@ -1,0 +1,12 @@
+-- get.sql as a locking read: the latest committed row, whatever snapshot
+-- the caller's REPEATABLE READ transaction holds (a claim that lost reads
+-- the winner's row, which may be newer than the snapshot).
+-- Binds: offset, job_type, op_key.
+SELECT CAST(o.job_type AS CHAR) AS job_type, CAST(o.op_key AS CHAR) AS op_key, o.state, o.token,
+       o.owner, o.attempts, CAST(o.fingerprint AS CHAR) AS fingerprint, o.payload,
+       o.external_ref, o.result, o.cancel_requested, o.error, o.due_at, o.claimed_at,
+       o.lease_until, o.created_at, o.updated_at, o.completed_at, c.now
+FROM (SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) AS SIGNED) + ? AS now) AS c
+JOIN onceonly_ops AS o
+WHERE o.job_type = ? AND o.op_key = ?
+LOCK IN SHARE MODE

@@ -1,0 +1,1 @@
+SELECT version FROM onceonly_migrations WHERE version = ?

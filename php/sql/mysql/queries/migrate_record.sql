@@ -1,0 +1,1 @@
+INSERT INTO onceonly_migrations (version, name) VALUES (?, ?)

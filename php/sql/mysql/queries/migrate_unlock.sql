@@ -1,0 +1,1 @@
+SELECT RELEASE_LOCK(CONCAT('onceonly.migrate:', SHA1(DATABASE()))) AS released

@@ -1,0 +1,1 @@
+SELECT CAST(@@SESSION.sql_mode AS CHAR) AS sql_mode

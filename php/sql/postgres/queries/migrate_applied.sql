@@ -1,0 +1,1 @@
+SELECT version FROM onceonly.migrations WHERE version = $1

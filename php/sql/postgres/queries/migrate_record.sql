@@ -1,0 +1,1 @@
+INSERT INTO onceonly.migrations (version, name) VALUES ($1, $2)

@@ -1,0 +1,2 @@
+UPDATE onceonly.ops SET cancel_requested = true, updated_at = ((extract(epoch from statement_timestamp()) * 1000)::bigint + $1)
+WHERE job_type = $2 AND op_key = $3 AND token = $4 AND state = 'claimed'

@@ -1,0 +1,5 @@
+-- Appends one audit event, timed by the database's clock plus ?1 ms. ?10
+-- and ?11 (attempt, retry after ms) are NULL except on a release.
+INSERT INTO onceonly_audit (job_type, op_key, at, event, actor, token, from_state, to_state, detail,
+                            attempt, retry_after_ms)
+VALUES (?2, ?3, (CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?1), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)

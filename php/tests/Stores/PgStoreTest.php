@@ -1,0 +1,13 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Onceonly\Tests\Stores;
+
+final class PgStoreTest extends StoreContract
+{
+    protected function kind(): string
+    {
+        return 'postgres';
+    }
+}
