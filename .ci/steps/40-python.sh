@@ -3,8 +3,10 @@
 # the SQLite, PostgreSQL and MySQL stores, local effects, the Rust CLI on
 # Python records and back, Celery through a real worker, Django on all three
 # databases), then the replay through real Celery workers on RabbitMQ (every
-# scenario, PostgreSQL and MariaDB) and Redis (duplicates and concurrency,
-# SQLite). Servers come from 00-services; with CI=true an unreachable one fails.
+# scenario: plain Celery on PostgreSQL, inside a Django project on MariaDB;
+# the local effect through Django on PostgreSQL) and Redis (duplicates and
+# concurrency, SQLite). Servers come from 00-services; with CI=true an
+# unreachable one fails.
 set -euo pipefail
 
 # mysqlclient (the [test] extra; Django's MySQL backend) builds against
@@ -53,11 +55,22 @@ psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $db"
 trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"' EXIT
 "$venv/bin/python" -m onceonly.replay --queue celery --broker amqp://guest:guest@127.0.0.1:5672// \
   --db "postgresql://postgres@127.0.0.1:5432/$db" --runs 20 --json "$reports/rabbitmq.json"
-# Every scenario again with the records and the local effect on MariaDB.
-mydb="mysqlpython_ci_$$"
+# Every scenario again on MariaDB, the workers inside a Django project
+# (onceonly.django, its settings, the local effect's rows by the ORM in
+# transaction.atomic()). It replaced the plain Celery replay on MariaDB: the
+# non-local kinds run the same onceonly.celery path on the same MySQL store,
+# and raw PyMySQL local effects are in pytest (test_mysql.py).
+mydb="django_replay_ci_$$"
+djdb="django_replay_pg_ci_$$"
 mysql -h 127.0.0.1 -u root -e "CREATE DATABASE $mydb"
-trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"; mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS $mydb"' EXIT
-"$venv/bin/python" -m onceonly.replay --queue celery --broker amqp://guest:guest@127.0.0.1:5672// \
-  --db "mysql://root@127.0.0.1:3306/$mydb" --runs 20 --json "$reports/rabbitmq-mysql.json"
+psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE $djdb"
+trap 'psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"; psql -h 127.0.0.1 -U postgres -d postgres -qc "DROP DATABASE IF EXISTS $djdb WITH (FORCE)"; mysql -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS $mydb"' EXIT
+"$venv/bin/python" -m onceonly.replay --queue celery --framework django --broker amqp://guest:guest@127.0.0.1:5672// \
+  --db "mysql://root@127.0.0.1:3306/$mydb" --runs 20 --json "$reports/rabbitmq-django-mysql.json"
+# And on PostgreSQL the kind where Django differs: the local effect, on Django's
+# psycopg connection (the other kinds ran on PostgreSQL above). docs/django.md
+# shows every scenario on both.
+"$venv/bin/python" -m onceonly.replay --queue celery --framework django --broker amqp://guest:guest@127.0.0.1:5672// \
+  --db "postgresql://postgres@127.0.0.1:5432/$djdb" --kinds local --runs 20 --json "$reports/rabbitmq-django-pg.json"
 "$venv/bin/python" -m onceonly.replay --queue celery --broker redis://127.0.0.1:6379/14 \
   --scenarios repeat,concurrent --runs 20 --json "$reports/redis.json"

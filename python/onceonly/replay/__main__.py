@@ -1,8 +1,10 @@
-"""python3 -m onceonly.replay --queue celery --broker URL [--db URL] [--runs N] [--json FILE]
+"""python3 -m onceonly.replay --queue celery [--framework django] --broker URL [--db URL] [--runs N] [--json FILE]
 
 Runs DESIGN.md section 5's scenarios through real Celery worker processes on
 the given broker, naive and guarded side by side, and exits non-zero when a
-guarded count breaks what its policy allowed (written before the run)."""
+guarded count breaks what its policy allowed (written before the run). With
+--framework django the workers run inside a Django project (onceonly.django,
+its settings, the local effect written through the ORM)."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +19,7 @@ from .harness import KINDS, SCENARIOS, TITLES, Run
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m onceonly.replay", description=__doc__.split("\n\n")[1])
     ap.add_argument("--queue", required=True, choices=["celery"], help="the queue system (celery)")
+    ap.add_argument("--framework", choices=["django"], help="run the workers inside a Django project (onceonly.django)")
     ap.add_argument("--broker", required=True, help="amqp://guest:guest@127.0.0.1:5672// or redis://127.0.0.1:6379/N")
     ap.add_argument("--db", help="sqlite:///ABS/PATH, postgresql://... or mysql://... (default: a fresh SQLite file)")
     ap.add_argument("--runs", type=int, default=100, help="runs of the concurrency scenario (default 100)")
@@ -38,7 +41,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     say = lambda text: print(text, flush=True)
     started = time.monotonic()
-    run = Run(a.broker, a.db, a.runs, a.workers, a.lease, a.timeout, a.visibility_timeout, say)
+    run = Run(a.broker, a.db, a.runs, a.workers, a.lease, a.timeout, a.visibility_timeout, say, a.framework)
     plan = [(k, s, v) for k in kinds for (s, v) in TITLES if s in scenarios]
     entries = []
     try:
@@ -52,7 +55,8 @@ def main(argv=None) -> int:
     summary = {"pass": sum(e["verdict"] == "pass" for e in entries), "fail": sum(e["verdict"] == "fail" for e in entries),
                "not_applicable": sum(e["verdict"] == "not_applicable" for e in entries), "skipped": 0, "planned": 0}
     ok = summary["fail"] == 0
-    report = {"db": run.db, "broker": a.broker, "queue": "celery", "elapsed_ms": int((time.monotonic() - started) * 1000),
+    report = {"db": run.db, "broker": a.broker, "queue": "celery", "framework": a.framework,
+              "sigkills": run.workers.sigkilled, "elapsed_ms": int((time.monotonic() - started) * 1000),
               "entries": entries, "pass": ok, "run_id": run.run_id, "runs": a.runs, "workers": a.workers, "summary": summary}
     if a.json:
         with open(a.json, "w") as f:
@@ -62,7 +66,8 @@ def main(argv=None) -> int:
             say(f"FAIL {e['number']} {e['title']} [{e['kind']}]: {failure}")
     say(("PASS: every guarded count within what its policy allows" if ok else "FAIL: a guarded count broke its policy")
         + f" ({summary['pass']} pass, {summary['fail']} fail, {summary['not_applicable']} n/a); "
-        f"celery on {a.broker}, {run.db}, {a.workers} worker processes, {report['elapsed_ms'] / 1000:.1f}s, run {run.run_id}")
+        f"celery{' in a Django project' if a.framework else ''} on {a.broker}, {run.db}, {a.workers} worker processes, "
+        f"{report['sigkills']} killed by SIGKILL and restarted, {report['elapsed_ms'] / 1000:.1f}s, run {run.run_id}")
     return 0 if ok else 1
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -38,23 +40,27 @@ class Run:
     """One replay: config, destinations, workers, and the entries measured."""
 
     def __init__(self, broker: str, db: Optional[str], runs: int, workers: int, lease: str, timeout: str,
-                 visibility_timeout_s: float, log: Callable[[str], None]):
+                 visibility_timeout_s: float, log: Callable[[str], None], framework: Optional[str] = None):
         self.run_id = "replay-py-" + secrets.token_hex(4)
         self.dir = tempfile.mkdtemp(prefix=self.run_id + "-")
         os.makedirs(os.path.join(self.dir, "crash"))
         self.db = db or f"sqlite:///{self.dir}/replay.db"
-        self.broker, self.runs, self.log = broker, runs, log
+        self.broker, self.runs, self.log, self.framework = broker, runs, log, framework
         self.lease, self.timeout = lease, timeout
-        self.store = connect(self.db)
-        self.store.migrate()
-        demo.create(self.db)
         self.dest = {"keyed": Destination("keyed").start(), "plain": Destination("opaque").start()}
         self.queue = f"onceonly-{self.run_id}"
         self.config_path = os.path.join(self.dir, "config.json")
         with open(self.config_path, "w") as f:
             json.dump({"broker": broker, "db": self.db, "run_id": self.run_id, "dir": self.dir, "queue": self.queue,
                        "lease": lease, "timeout": timeout, "visibility_timeout_s": visibility_timeout_s,
-                       "destinations": {k: d.base_url for k, d in self.dest.items()}}, f)
+                       "framework": framework, "destinations": {k: d.base_url for k, d in self.dest.items()}}, f)
+        if framework == "django":
+            # The project's own migrate makes onceonly's tables and the effect's rows' tables.
+            django_migrate(self.config_path, self.dir)
+        self.store = connect(self.db)
+        self.store.migrate()
+        if framework != "django":
+            demo.create(self.db)
         self.publisher = Celery("onceonly-replay-harness", broker=broker)
         self.publisher.conf.broker_transport_options = {"visibility_timeout": visibility_timeout_s}
         self.workers = Workers(self.config_path, self.dir, self.queue, workers)
@@ -179,19 +185,21 @@ class Run:
         died = {}
 
         def act(naive):
-            killed_before = self.workers.started
+            started_before, killed_before = self.workers.started, self.workers.sigkilled
             self.crash_at(kind, naive, key, point, death)
             self.publish(kind, naive, key)
             done = self.wait_terminal(self.job(kind, naive), Counter({key: 1}))
             died[naive] = [d for d in done if d["outcome"] == "died"]
             self.workers.ensure()
-            died[(naive, "restarted")] = self.workers.started - killed_before
+            died[(naive, "restarted")] = self.workers.started - started_before
+            died[(naive, "sigkilled")] = self.workers.sigkilled - killed_before
 
         naive, guarded = self.both(kind, act, [key])
         checks = [(f"the worker died at {point}", len(died[False]) == 1, died[False][0]["detail"] if died[False] else "it did not die")]
         if death == "sigkill":
-            checks.append(("the killed worker process was gone and restarted; the broker redelivered",
-                           died[(False, "restarted")] == 1, f"{died[(False, 'restarted')]} restarted"))
+            checks.append(("the worker process ended by SIGKILL and was restarted; the broker redelivered",
+                           died[(False, "sigkilled")] == 1 and died[(False, "restarted")] == 1,
+                           f"{died[(False, 'sigkilled')]} ended by SIGKILL, {died[(False, 'restarted')]} restarted"))
         last = [d for d in self.deliveries() if d["job"] == self.job(kind, False) and d["key"] == key and d["outcome"] in TERMINAL]
         checks.append(("the redelivery after the lease ended the operation", bool(last), last[-1]["detail"] if last else "-"))
         return naive, guarded, [key], checks
@@ -345,6 +353,18 @@ class Run:
                 conn.default_channel.queue_delete(self.queue)
         except Exception:
             pass
+
+
+def django_migrate(config_path: str, run_dir: str) -> None:
+    """``manage.py migrate`` of the replay's Django project, in its own process as a deploy runs it."""
+    env = dict(os.environ, ONCEONLY_REPLAY_CONFIG=config_path,
+               DJANGO_SETTINGS_MODULE="onceonly.replay.django_project.settings")
+    done = subprocess.run([sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0"], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        with open(os.path.join(run_dir, "migrate.log"), "w") as f:
+            f.write(done.stdout)
+        raise RuntimeError(f"the Django project's migrate exited with {done.returncode}: {done.stdout.strip()[-2000:]}")
 
 
 def judge(allow: Dict, guarded: Dict[str, int], states: Dict[str, int], checks: List[Dict]) -> List[str]:

@@ -1,6 +1,9 @@
 """The Celery app the replay's worker processes run (``celery -A
 onceonly.replay.worker_app worker``), configured from the run's config file
 (env ONCEONLY_REPLAY_CONFIG). One guarded and one naive task per effect kind.
+With ``framework: django`` in the config, the app is the Django project's
+(django_project): settings from Django's, the guarded tasks
+onceonly.django.celery's, the local effect's rows written through the ORM.
 
 Crash points: the harness drops a marker file naming a key, a point and a
 death; the first worker to reach that point for that key takes the marker
@@ -17,47 +20,41 @@ import time
 from celery import Celery, signals
 from celery.exceptions import Reject
 
-from ..celery import guarded_task
 from ..http import HttpDestination
-from . import demo
+from . import demo, kinds
+from .kinds import KINDS, slug, transport_options
 
 CONFIG = json.load(open(os.environ["ONCEONLY_REPLAY_CONFIG"]))
-KINDS = {  # kind -> (effect, on_stale, destination)
-    "local": ("local", "hold", None),
-    "keyed": ("keyed", "hold", "keyed"),
-    "lookup": ("lookup", "hold", "plain"),
-    "opaque/hold": ("opaque", "hold", "plain"),
-    "opaque/at-least-once": ("opaque", "at-least-once", "plain"),
-    "opaque/at-most-once": ("opaque", "at-most-once", "plain"),
-}
+DJANGO = CONFIG.get("framework") == "django"
 EFFECT_PAUSE_S = 0.02  # inside the effect, so two deliveries at once overlap
 
+if DJANGO:
+    import django
 
+    os.environ["DJANGO_SETTINGS_MODULE"] = "onceonly.replay.django_project.settings"
+    django.setup()
+    from django.db import connection as django_connection
 
-def transport_options(visibility_timeout_s: float) -> dict:
-    """Redis: a message a killed worker held comes back after the visibility
-    timeout, swept for every second (kombu sweeps every 100s by default)."""
-    return {"visibility_timeout": visibility_timeout_s, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+    from ..django.celery import guarded_task
+    from .django_project.celery import app
+    from .django_project.models import Effect, NaiveMark
+else:
+    from ..celery import guarded_task
 
-
-app = Celery("onceonly-replay", broker=CONFIG["broker"])
-app.conf.update(
-    task_default_queue=CONFIG["queue"],
-    worker_prefetch_multiplier=1,
-    task_acks_late=True,
-    broker_transport_options=transport_options(CONFIG["visibility_timeout_s"]),
-    broker_connection_retry_on_startup=True,
-    worker_hijack_root_logger=False,
-)
+    app = Celery("onceonly-replay", broker=CONFIG["broker"])
+    app.conf.update(
+        task_default_queue=CONFIG["queue"],
+        worker_prefetch_multiplier=1,
+        task_acks_late=True,
+        broker_transport_options=transport_options(CONFIG["visibility_timeout_s"]),
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
 _current = threading.local()
 
 
-def slug(kind: str) -> str:
-    return kind.replace("/", "-")
-
-
 def job_of(kind: str, naive: bool = False) -> str:
-    return f"{CONFIG['run_id']}.{'naive.' if naive else ''}{slug(kind)}"
+    return kinds.job_of(CONFIG["run_id"], kind, naive)
 
 
 def crash_marker(job: str, key: str) -> str:
@@ -104,16 +101,64 @@ def _fault_hook_for(job: str):
     return hook
 
 
+class RawRows:
+    """The naive task's reads and writes on its own connection (demo.py's SQL), each committed."""
+
+    def __init__(self):
+        self.conn = demo.connect(CONFIG["db"])
+
+    def done(self, job: str, key: str) -> bool:
+        found = demo.naive_done(self.conn, job, key)
+        self.conn.commit()
+        return found
+
+    def effect(self, job: str, key: str) -> None:
+        demo.insert_effect(self.conn, job, key, os.getpid())
+        self.conn.commit()
+
+    def mark(self, job: str, key: str) -> None:
+        demo.naive_mark(self.conn, job, key)
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class OrmRows:
+    """The same through the Django ORM, in autocommit as a Django task without onceonly writes."""
+
+    def done(self, job: str, key: str) -> bool:
+        return NaiveMark.objects.filter(job=job, op_key=key).exists()
+
+    def effect(self, job: str, key: str) -> None:
+        Effect.objects.create(job=job, op_key=key, pid=os.getpid())
+
+    def mark(self, job: str, key: str) -> None:
+        NaiveMark.objects.create(job=job, op_key=key)
+
+    def close(self) -> None:
+        pass
+
+
 def _make(kind: str):
     effect, on_stale, dest_name = KINDS[kind]
     job = job_of(kind)
     dest = HttpDestination(CONFIG["destinations"][dest_name]) if dest_name else None
-    common = dict(db=CONFIG["db"], job=job, key=_remember_key, effect=effect, on_stale=on_stale,
-                  lease=CONFIG["lease"], timeout=CONFIG["timeout"], fault_hook=_fault_hook_for(job),
+    common = dict(job=job, key=_remember_key, effect=effect, fault_hook=_fault_hook_for(job),
                   # Redis hands a retry waiting for its countdown out again past the visibility timeout.
                   max_retry_delay=min(60.0, CONFIG["visibility_timeout_s"] / 2),
                   name=f"replay.guarded.{slug(kind)}")
-    if effect == "local":
+    if not DJANGO:  # in the Django project: the store is Django's database, the rest ONCEONLY['JOBS'][job]
+        common.update(db=CONFIG["db"], on_stale=on_stale, lease=CONFIG["lease"], timeout=CONFIG["timeout"])
+    if effect == "local" and DJANGO:
+        @guarded_task(app, **common)  # on Django's connection, in transaction.atomic()
+        def guarded(ctx, op_key, data):
+            time.sleep(EFFECT_PAUSE_S)
+            if not django_connection.in_atomic_block:
+                raise RuntimeError("the local effect ran outside transaction.atomic()")
+            Effect.objects.using(ctx.conn.alias).create(job=job, op_key=op_key, pid=os.getpid())
+            return {"key": op_key}
+    elif effect == "local":
         @guarded_task(app, connection=lambda: demo.connect(CONFIG["db"]), **common)
         def guarded(ctx, op_key, data):
             time.sleep(EFFECT_PAUSE_S)
@@ -130,28 +175,25 @@ def _make(kind: str):
     @app.task(name=f"replay.naive.{slug(kind)}", acks_late=True, reject_on_worker_lost=True)
     def naive(op_key, data):
         """Read state, then act: what a job does without onceonly."""
-        conn = demo.connect(CONFIG["db"])
+        rows = OrmRows() if DJANGO else RawRows()
         try:
-            if demo.naive_done(conn, naive_job, op_key):
+            if rows.done(naive_job, op_key):
                 return "already done"
-            conn.commit()
             if maybe_die(naive_job, op_key, "after_claim"):
                 raise Reject("injected crash", requeue=True)
             time.sleep(EFFECT_PAUSE_S)
             if dest is None:
-                demo.insert_effect(conn, naive_job, op_key, os.getpid())
-                conn.commit()
+                rows.effect(naive_job, op_key)
             else:
                 from ..effect import EffectCtx
 
                 dest.send(EffectCtx(naive_job, op_key, f"{naive_job}:{op_key}", 0, 0, data, deadline=time.monotonic() + 5))
             if maybe_die(naive_job, op_key, "after_effect"):
                 raise Reject("injected crash", requeue=True)
-            demo.naive_mark(conn, naive_job, op_key)
-            conn.commit()
+            rows.mark(naive_job, op_key)
             return "done"
         finally:
-            conn.close()
+            rows.close()
 
     return guarded, naive
 

@@ -19,6 +19,7 @@ class Workers:
         self.config_path, self.run_dir, self.queue, self.count = config_path, run_dir, queue, count
         self.procs: List[subprocess.Popen] = []
         self.started = 0
+        self.sigkilled = 0  # worker processes found dead of SIGKILL (then restarted)
 
     def _spawn(self) -> subprocess.Popen:
         self.started += 1
@@ -36,6 +37,7 @@ class Workers:
     def ensure(self, timeout: float = 60) -> int:
         """Restarts any worker that died (a SIGKILL scenario); waits until all consume. How many were restarted."""
         alive = [p for p in self.procs if p.poll() is None]
+        self.sigkilled += sum(1 for p in self.procs if p.returncode == -signal.SIGKILL)
         restarted = self.count - len(alive)
         self.procs = alive + [self._spawn() for _ in range(restarted)]
         deadline = time.monotonic() + timeout
@@ -48,9 +50,6 @@ class Workers:
                 raise RuntimeError(f"Celery workers not ready after {timeout}s; see {self.run_dir}/worker-*.log")
             time.sleep(0.05)
         return restarted
-
-    def killed(self) -> int:
-        return sum(1 for p in self.procs if p.poll() == -signal.SIGKILL)
 
     def stop(self) -> None:
         for p in self.procs:
