@@ -527,7 +527,9 @@ impl BenchTarget for MySqlTarget {
     async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
         // A connection from the pool per statement group, as the store takes
         // one per call (the claim's two statements, then the completion).
-        let token = self.claim(&mut *self.store.pool().acquire().await?, key).await?;
+        let token = self
+            .claim(&mut *self.store.pool().acquire().await?, key)
+            .await?;
         let done = self
             .complete(&mut *self.store.pool().acquire().await?, key, token)
             .await?;
