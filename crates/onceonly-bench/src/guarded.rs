@@ -1,5 +1,5 @@
-//! Guarded operations against the same SQL run raw, and on PostgreSQL
-//! against the minimal two-statement operation.
+//! Guarded operations against the same SQL run raw, and on PostgreSQL and
+//! MySQL against the minimal two-statement operation.
 
 use onceonly::{EffectCtx, EffectFn, EffectKind, EffectOutcome, Guard, JobSpec, Outcome, Payload};
 use serde::Serialize;
@@ -16,14 +16,14 @@ pub struct GuardedOptions {
     pub effects: Vec<String>,
     /// Operations in flight at once, one measurement each.
     pub concurrency: Vec<usize>,
-    /// PostgreSQL keyed rows: run the minimal operation's baselines.
+    /// PostgreSQL and MySQL keyed rows: run the minimal operation's baselines.
     pub minimal: bool,
 }
 
 /// One measured line.
 #[derive(Debug, Clone, Serialize)]
 pub struct GuardedRow {
-    /// `sqlite` or `postgres`.
+    /// `sqlite`, `postgres` or `mysql`.
     pub store: &'static str,
     /// `keyed` or `local`.
     pub effect: &'static str,
@@ -45,12 +45,17 @@ pub struct GuardedRow {
     pub raw_p99_ms: f64,
     /// Guarded over raw.
     pub ratio: f64,
-    /// The minimal two-statement operation by sqlx (PostgreSQL keyed).
+    /// The minimal two-statement operation by sqlx (PostgreSQL and MySQL keyed).
     pub minimal_ops_per_s: Option<f64>,
-    /// The same by pgbench, when installed.
-    pub pgbench_ops_per_s: Option<f64>,
-    /// Guarded over pgbench's minimal operation.
-    pub vs_pgbench: Option<f64>,
+    /// Guarded over the minimal operation by sqlx.
+    pub vs_minimal: Option<f64>,
+    /// The load tool that ran the minimal operation: `pgbench` or
+    /// `mariadb-slap`, when installed.
+    pub load_tool: Option<&'static str>,
+    /// The minimal operation by the load tool, per second.
+    pub load_tool_ops_per_s: Option<f64>,
+    /// Guarded over the load tool's minimal operation.
+    pub vs_load_tool: Option<f64>,
     /// PostgreSQL: calls per batch statement in the guarded run.
     pub calls_per_batch: Option<f64>,
 }
@@ -100,21 +105,21 @@ async fn measure_all<T: BenchTarget>(
             let calls_per_batch = batches_before
                 .zip(target.batch_stats())
                 .map(|(a, b)| (b.calls - a.calls) as f64 / (b.batches - a.batches).max(1) as f64);
-            let (minimal, pgbench) = match target.minimal() {
+            let (minimal, tool) = match target.minimal() {
                 Some(m) if effect == "keyed" && options.minimal => {
                     let by_sqlx = timed(ops, concurrency, |i| {
                         let key = format!("min-{prefix}-{i}");
                         async move { m.op(&key).await }
                     })
                     .await?;
-                    let by_pgbench = match m.pgbench(concurrency, ops).await {
-                        Ok(tps) => tps,
+                    let by_tool = match m.load_tool(concurrency, ops).await {
+                        Ok(per_s) => per_s.map(|p| (m.tool(), p)),
                         Err(e) => {
-                            report.note(&format!("pgbench baseline skipped: {e:#}"));
+                            report.note(&format!("{} baseline skipped: {e:#}", m.tool()));
                             None
                         }
                     };
-                    (Some(by_sqlx.ops_per_s), by_pgbench)
+                    (Some(by_sqlx.ops_per_s), by_tool)
                 }
                 _ => (None, None),
             };
@@ -131,8 +136,10 @@ async fn measure_all<T: BenchTarget>(
                 raw_p99_ms: raw.p99_ms,
                 ratio: guarded.ops_per_s / raw.ops_per_s,
                 minimal_ops_per_s: minimal,
-                pgbench_ops_per_s: pgbench,
-                vs_pgbench: pgbench.map(|p| guarded.ops_per_s / p),
+                vs_minimal: minimal.map(|m| guarded.ops_per_s / m),
+                load_tool: tool.map(|(name, _)| name),
+                load_tool_ops_per_s: tool.map(|(_, p)| p),
+                vs_load_tool: tool.map(|(_, p)| guarded.ops_per_s / p),
                 calls_per_batch,
             })?;
         }

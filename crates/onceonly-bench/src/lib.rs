@@ -2,10 +2,11 @@
 //! calls one of the three runs here and prints the rows it is handed.
 //!
 //! - [`guarded()`]: guarded operations against the same SQL statements run
-//!   raw, in the same process and the same run, on SQLite and PostgreSQL,
-//!   for a no-op keyed effect and a local effect. On PostgreSQL, keyed rows
-//!   also run the minimal two-statement operation raw (by sqlx, and by
-//!   pgbench when installed): what the database can do.
+//!   raw, in the same process and the same run, on SQLite, PostgreSQL and
+//!   MySQL, for a no-op keyed effect and a local effect. On PostgreSQL and
+//!   MySQL, keyed rows also run the minimal two-statement operation raw (by
+//!   sqlx, and by pgbench or mariadb-slap when installed): what the
+//!   database can do.
 //! - [`relay()`]: the relay draining a queue, batched and not, next to the
 //!   same claim and completion statements run alone.
 //! - [`scale_out()`]: N real relay processes draining one queue on one
@@ -34,6 +35,8 @@ pub enum StoreKind {
     /// PostgreSQL in a fresh schema (or, for [`scale_out()`], a fresh
     /// database), dropped afterwards.
     Postgres,
+    /// MySQL or MariaDB in a fresh database, dropped afterwards.
+    MySql,
 }
 
 impl StoreKind {
@@ -42,6 +45,7 @@ impl StoreKind {
         match self {
             StoreKind::Sqlite => "sqlite",
             StoreKind::Postgres => "postgres",
+            StoreKind::MySql => "mysql",
         }
     }
 }
@@ -53,7 +57,10 @@ impl FromStr for StoreKind {
         match s {
             "sqlite" => Ok(StoreKind::Sqlite),
             "postgres" => Ok(StoreKind::Postgres),
-            other => Err(format!("unknown store {other:?}; sqlite or postgres")),
+            "mysql" => Ok(StoreKind::MySql),
+            other => Err(format!(
+                "unknown store {other:?}; sqlite, postgres or mysql"
+            )),
         }
     }
 }
@@ -69,6 +76,9 @@ pub struct Config {
     pub sqlite_connections: u32,
     /// The PostgreSQL server and the store's batching.
     pub pg: PgConfig,
+    /// The MySQL or MariaDB server: `mysql://...`; the bench makes a
+    /// database of its own there.
+    pub mysql_url: String,
 }
 
 /// The PostgreSQL server to measure on and how the store batches.
@@ -122,8 +132,16 @@ async fn pg_target(pg: &PgConfig) -> anyhow::Result<targets::PgTarget> {
     targets::PgTarget::new(&pg.url, 16, options).await
 }
 
-/// Runs `measure` on each store of `config`: a PostgreSQL that cannot be
-/// reached is noted and skipped, and its schema is dropped afterwards.
+/// The MySQL target: a pool of 16 connections, as PostgreSQL's, for the
+/// store and the raw and minimal sqlx baselines; mariadb-slap's 64 clients
+/// still fit under the server's default limit of 151 connections.
+async fn mysql_target(url: &str) -> anyhow::Result<targets::MySqlTarget> {
+    targets::MySqlTarget::new(url, 16).await
+}
+
+/// Runs `measure` on each store of `config`: a PostgreSQL or MySQL that
+/// cannot be reached is noted and skipped, and its schema (database) is
+/// dropped afterwards.
 macro_rules! on_each_store {
     ($config:expr, $report:expr, |$target:ident| $measure:expr) => {
         for store in &$config.stores {
@@ -142,6 +160,16 @@ macro_rules! on_each_store {
                         measured?;
                     }
                     Err(e) => $report.note(&format!("PostgreSQL skipped: {e}")),
+                },
+                $crate::StoreKind::MySql => match $crate::mysql_target(&$config.mysql_url).await {
+                    Ok($target) => {
+                        let measured = $measure;
+                        if let Err(e) = $target.drop_schema().await {
+                            $report.note(&e);
+                        }
+                        measured?;
+                    }
+                    Err(e) => $report.note(&format!("MySQL skipped: {e}")),
                 },
             }
         }

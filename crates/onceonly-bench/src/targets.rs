@@ -2,7 +2,7 @@
 //! own claim and completion SQL, bound the same way, run straight on a
 //! connection, on the driver the guard uses for that effect (SQLite keyed:
 //! rusqlite, like the store's own connection; local effects: sqlx, the
-//! user's transaction; PostgreSQL: sqlx).
+//! user's transaction; PostgreSQL and MySQL: sqlx).
 //!
 //! The statements are the store crates' own files, read here at compile
 //! time as `tools/sync-sql` copies them for the Python and Ruby clients:
@@ -14,11 +14,12 @@ use std::future::Future;
 
 use onceonly::store::OpMove;
 use onceonly::{BoxError, EffectCtx, Move, Payload, Store};
+use onceonly_mysql::{MySqlOptions, MySqlStore};
 use onceonly_postgres::{PgOptions, PgStore};
 use onceonly_sqlite::SqliteStore;
-use sqlx::Row;
+use sqlx::{Connection, Row};
 
-use crate::minimal::Minimal;
+use crate::minimal::{Minimal, MySqlMinimal, PgMinimal};
 
 /// SQLite's statements (see `crates/onceonly-sqlite/queries/`).
 mod sqlite_sql {
@@ -39,6 +40,17 @@ mod pg_sql {
     pub const CLAIM: &str = include_str!("../../onceonly-postgres/queries/claim.sql");
     /// One fenced transition.
     pub const MOVE: &str = include_str!("../../onceonly-postgres/queries/move.sql");
+}
+
+/// MySQL's statements (see `crates/onceonly-mysql/queries/`): a new claim
+/// is the clock read, then the insert; a completion is the fenced move.
+mod mysql_sql {
+    /// The database's clock in ms.
+    pub const NOW: &str = include_str!("../../onceonly-mysql/queries/now.sql");
+    /// Insert the record claimed at the clock read.
+    pub const CLAIM_INSERT: &str = include_str!("../../onceonly-mysql/queries/claim_insert.sql");
+    /// One fenced transition.
+    pub const MOVE: &str = include_str!("../../onceonly-mysql/queries/move.sql");
 }
 
 /// SQLite's clock in ms, as the store binds it to `CLAIM_NEW`:
@@ -297,7 +309,7 @@ impl PgTarget {
         .execute(store.pool())
         .await?;
         Ok(Self {
-            minimal: Minimal::new(store.pool(), url, &schema).await?,
+            minimal: Minimal::Pg(PgMinimal::new(store.pool(), url, &schema).await?),
             claim_sql: onceonly_postgres::sql::in_schema(pg_sql::CLAIM, &schema),
             move_sql: onceonly_postgres::sql::in_schema(pg_sql::MOVE, &schema),
             insert_sql: format!("INSERT INTO \"{schema}\".bench_effects (op_key) VALUES ($1)"),
@@ -390,6 +402,172 @@ impl BenchTarget for PgTarget {
     async fn insert_effect<'c>(
         sql: String,
         conn: &'c mut sqlx::PgConnection,
+        ctx: &'c EffectCtx,
+    ) -> Result<serde_json::Value, BoxError> {
+        sqlx::query(&sql).bind(&ctx.op_key).execute(conn).await?;
+        Ok(serde_json::Value::Null)
+    }
+}
+
+/// MySQL or MariaDB in a fresh database of the server at the URL, dropped
+/// afterwards.
+pub struct MySqlTarget {
+    store: MySqlStore,
+    minimal: Minimal,
+    /// The URL as given, whose database the bench's is made and dropped from.
+    admin_url: String,
+    database: String,
+}
+
+impl MySqlTarget {
+    /// A fresh database `onceonly_bench_PID` on the server of `url`; the
+    /// store's pool holds up to `connections` (the raw baselines run on it too).
+    pub async fn new(url: &str, connections: u32) -> anyhow::Result<Self> {
+        let database = format!("onceonly_bench_{}", std::process::id());
+        let mut admin = sqlx::MySqlConnection::connect(url).await?;
+        sqlx::raw_sql(&format!(
+            "DROP DATABASE IF EXISTS `{database}`; CREATE DATABASE `{database}`"
+        ))
+        .execute(&mut admin)
+        .await?;
+        admin.close().await?;
+        let mut bench_url = url::Url::parse(url)?;
+        bench_url.set_path(&format!("/{database}"));
+        let store = MySqlStore::connect_with(
+            bench_url.as_str(),
+            MySqlOptions::default().max_connections(connections),
+        )
+        .await?;
+        store.migrate().await?;
+        sqlx::query("CREATE TABLE bench_effects (op_key VARCHAR(255) PRIMARY KEY)")
+            .execute(store.pool())
+            .await?;
+        Ok(Self {
+            minimal: Minimal::MySql(
+                MySqlMinimal::new(store.pool(), bench_url.as_str(), &database).await?,
+            ),
+            store,
+            admin_url: url.to_owned(),
+            database,
+        })
+    }
+
+    /// Drops the bench's database, or says why it could not.
+    pub async fn drop_schema(&self) -> Result<(), String> {
+        let why = |e: sqlx::Error| format!("could not drop database {}: {e}", self.database);
+        self.store.pool().close().await;
+        let mut admin = sqlx::MySqlConnection::connect(&self.admin_url)
+            .await
+            .map_err(why)?;
+        sqlx::raw_sql(&format!("DROP DATABASE `{}`", self.database))
+            .execute(&mut admin)
+            .await
+            .map_err(why)?;
+        Ok(())
+    }
+
+    /// The store's claim of a new operation: the clock, then the insert
+    /// (token 1).
+    async fn claim(&self, conn: &mut sqlx::MySqlConnection, key: &str) -> anyhow::Result<i64> {
+        let now: i64 = sqlx::query_scalar(mysql_sql::NOW)
+            .bind(0_i64)
+            .fetch_one(&mut *conn)
+            .await?;
+        let inserted = sqlx::query(mysql_sql::CLAIM_INSERT)
+            .bind("bench_raw")
+            .bind(key)
+            .bind("bench")
+            .bind(Payload::none().fingerprint)
+            .bind(None::<String>)
+            .bind(now)
+            .bind(now + LEASE_MS)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        anyhow::ensure!(inserted == 1, "raw claim of {key} inserted {inserted} rows");
+        Ok(1)
+    }
+
+    /// The store's completion: `move.sql`, bound as the store binds it.
+    async fn complete(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        key: &str,
+        token: i64,
+    ) -> anyhow::Result<u64> {
+        let m = completion("bench_raw", key, token);
+        let done = sqlx::query(mysql_sql::MOVE)
+            .bind(0_i64)
+            .bind(m.to.as_str())
+            .bind(m.external_ref)
+            .bind(m.result)
+            .bind(m.error)
+            .bind(0_i64)
+            .bind(m.job_type)
+            .bind(m.op_key)
+            .bind(m.token)
+            .bind(m.from.as_str())
+            .bind(m.unless_cancel_requested)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+impl BenchTarget for MySqlTarget {
+    const NAME: &'static str = "mysql";
+    type S = MySqlStore;
+
+    fn store(&self) -> &MySqlStore {
+        &self.store
+    }
+
+    async fn raw_keyed(&self, key: &str) -> anyhow::Result<()> {
+        // A connection from the pool per statement group, as the store takes
+        // one per call (the claim's two statements, then the completion).
+        let token = self
+            .claim(&mut *self.store.pool().acquire().await?, key)
+            .await?;
+        let done = self
+            .complete(&mut *self.store.pool().acquire().await?, key, token)
+            .await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        Ok(())
+    }
+
+    async fn raw_local(&self, key: &str) -> anyhow::Result<()> {
+        let mut tx = self.store.pool().begin().await?;
+        let token = self.claim(&mut tx, key).await?;
+        sqlx::query(&self.effect_sql())
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        let done = self.complete(&mut tx, key, token).await?;
+        anyhow::ensure!(done == 1, "raw completion of {key} changed {done} rows");
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::query("ANALYZE TABLE onceonly_ops")
+            .execute(self.store.pool())
+            .await?;
+        Ok(())
+    }
+
+    fn effect_sql(&self) -> String {
+        "INSERT INTO bench_effects (op_key) VALUES (?)".into()
+    }
+
+    fn minimal(&self) -> Option<&Minimal> {
+        Some(&self.minimal)
+    }
+
+    async fn insert_effect<'c>(
+        sql: String,
+        conn: &'c mut sqlx::MySqlConnection,
         ctx: &'c EffectCtx,
     ) -> Result<serde_json::Value, BoxError> {
         sqlx::query(&sql).bind(&ctx.op_key).execute(conn).await?;

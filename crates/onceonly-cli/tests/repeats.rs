@@ -1,5 +1,5 @@
 //! `onceonly repeats` through the real binary on a user's own table, on
-//! SQLite and PostgreSQL: known repeats of each pattern, in each kind of
+//! SQLite, PostgreSQL and MySQL: known repeats of each pattern, in each kind of
 //! time column; hostile table and column names refused with the table left
 //! intact; and nothing written.
 
@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use common::*;
 use serde_json::Value;
+use sqlx::mysql::MySqlConnection;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -150,8 +151,9 @@ fn known_repeats(db: &str, table: &str, key: &str, at: &str, deploys: &str) {
     }
     // The SQL goes to stderr with --json, so stdout stays JSON lines.
     let err = String::from_utf8_lossy(&out.stderr);
+    let quoted = [format!("\"{at}\""), format!("`{at}`")];
     assert!(
-        err.contains("SELECT") && err.contains(&format!("\"{at}\"")),
+        err.contains("SELECT") && quoted.iter().any(|q| err.contains(q)),
         "{err}"
     );
 
@@ -487,5 +489,163 @@ fn repeats_on_postgres() {
         &[],
     );
     assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(count(), ROWS.len() as i64);
+}
+
+/// Drops the test's own MySQL table when the test ends, passed or not.
+struct DropMySqlTable {
+    url: String,
+    table: String,
+}
+
+impl Drop for DropMySqlTable {
+    fn drop(&mut self) {
+        let (url, table) = (self.url.clone(), self.table.clone());
+        let _ = std::thread::spawn(move || {
+            rt().block_on(async {
+                if let Ok(mut conn) = MySqlConnection::connect(&url).await {
+                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
+                        .execute(&mut conn)
+                        .await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+#[test]
+fn repeats_on_mysql() {
+    let Some(url) = mysql_url("repeats_on_mysql") else {
+        return;
+    };
+    let table = unique_job("repeats").replace('-', "_");
+    let keys = format!("{table}_k");
+    let _drop = [&table, &keys].map(|t| DropMySqlTable {
+        url: url.clone(),
+        table: t.clone(),
+    });
+    let rt = rt();
+    let connect = || async { MySqlConnection::connect(&url).await.unwrap() };
+    rt.block_on(async {
+        let mut conn = connect().await;
+        // order_id in the server's default collation, which folds case.
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(40), \
+             order_no BIGINT, at_text VARCHAR(40), at_unix BIGINT, at_real DOUBLE, \
+             at_num DECIMAL(20,3), at_ts TIMESTAMP NULL, at_dt DATETIME(6)); \
+             CREATE TABLE {keys} (k VARCHAR(10), at BIGINT)"
+        ))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        for (i, (key, at)) in ROWS.iter().enumerate() {
+            let text_form = match i % 3 {
+                0 => "DATE_FORMAT(FROM_UNIXTIME(?), '%Y-%m-%dT%H:%i:%sZ')",
+                1 => "DATE_FORMAT(FROM_UNIXTIME(?), '%Y-%m-%d %H:%i:%s')",
+                _ => "DATE_FORMAT(FROM_UNIXTIME(? + 3600), '%Y-%m-%dT%H:%i:%s+01:00')",
+            };
+            // sqlx's session is in UTC: FROM_UNIXTIME gives UTC wall time.
+            let sql = format!(
+                "INSERT INTO {table} (order_id, order_no, at_text, at_unix, at_real, at_num, at_ts, at_dt) \
+                 VALUES (?, ?, {text_form}, ?, ?, ?, FROM_UNIXTIME(?), FROM_UNIXTIME(?))"
+            );
+            let order_no =
+                key.map(|k| 100 + ROWS.iter().position(|r| r.0 == Some(k)).unwrap() as i64);
+            sqlx::query(&sql)
+                .bind(key)
+                .bind(order_no)
+                .bind(at)
+                .bind(at)
+                .bind(at.map(|s| s as f64))
+                .bind(at.map(|s| s.to_string()))
+                .bind(at)
+                .bind(at)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        // Three keys the default collation would call one, and one real repeat.
+        sqlx::raw_sql(&format!(
+            "INSERT INTO {keys} VALUES ('k', {B}), ('K', {B} + 1), ('k ', {B} + 2), \
+             ('k2', {B}), ('k2', {B} + 3)"
+        ))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+    });
+    let deploys = deploys_file();
+    for at in ["at_text", "at_unix", "at_real", "at_num", "at_ts", "at_dt"] {
+        known_repeats(&url, &table, "order_id", at, &deploys);
+    }
+    // database.table, and a session that starts in another time zone: the
+    // TIMESTAMP column gives the same times.
+    let database = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    let tokyo = format!(
+        "{url}{}timezone=%2B09:00",
+        if url.contains('?') { "&" } else { "?" }
+    );
+    known_repeats(
+        &tokyo,
+        &format!("{database}.{table}"),
+        "order_id",
+        "at_ts",
+        &deploys,
+    );
+    // Column names ignore case on MySQL, as the server does.
+    let lines = json(&repeats(&url, &table, "ORDER_ID", "At_Unix", &["--json"]));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    // An integer key column.
+    let lines = json(&repeats(&url, &table, "order_no", "at_ts", &["--json"]));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines
+        .iter()
+        .all(|v| v["key"].as_str().unwrap().parse::<i64>().is_ok()));
+    // Keys are compared by their bytes, as onceonly's are.
+    let lines = json(&repeats(&url, &keys, "k", "at", &["--json"]));
+    let found: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|v| (v["key"].as_str().unwrap(), v["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(found, [("k2", 2)], "{lines:?}");
+
+    // The printed SQL runs as it is (a read-only transaction) in a driver.
+    let out = repeats(&url, &table, "order_id", "at_ts", &["--json"]);
+    let sql = printed_sql(&out);
+    assert!(sql.contains("START TRANSACTION READ ONLY;"), "{sql}");
+    let rows = rt.block_on(async {
+        let mut conn = connect().await;
+        sqlx::raw_sql(&sql)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+            .len()
+    });
+    assert_eq!(rows, 9, "{sql}");
+
+    let count = || {
+        rt.block_on(async {
+            let mut conn = connect().await;
+            sqlx::query_scalar::<_, i64>(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&mut conn)
+                .await
+                .unwrap()
+        })
+    };
+    hostile_names_are_refused(&url, &table, count);
+    for name in [
+        format!("{database}.{table}; DROP TABLE {table}"),
+        format!("{table}`; DROP TABLE {table}; --"),
+        format!("`{table}`"),
+    ] {
+        let out = repeats(&url, &name, "order_id", "at_ts", &[]);
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(
+            text(&out).contains("not a plain identifier"),
+            "{}",
+            text(&out)
+        );
+    }
     assert_eq!(count(), ROWS.len() as i64);
 }

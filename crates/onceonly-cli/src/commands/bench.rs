@@ -24,10 +24,19 @@ pub struct Args {
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pg: String,
+    /// MySQL or MariaDB to measure on (a fresh database, dropped
+    /// afterwards); the global --db is used when it is a mysql:// URL.
+    #[arg(
+        long,
+        env = "ONCEONLY_BENCH_MYSQL",
+        hide_env_values = true,
+        default_value = "mysql://root@127.0.0.1:3306/test"
+    )]
+    mysql: String,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
-    /// Only these stores (sqlite, postgres).
+    /// Only these stores (sqlite, postgres, mysql).
     #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
     stores: Vec<String>,
     /// Only these effects (keyed, local).
@@ -63,20 +72,19 @@ pub struct Args {
     /// PostgreSQL: batch statements in flight per kind (claims, moves).
     #[arg(long, default_value_t = onceonly_postgres::DEFAULT_BATCH_LANES)]
     pg_lanes: usize,
-    /// PostgreSQL keyed rows: skip the minimal operation's baselines.
+    /// PostgreSQL and MySQL keyed rows: skip the minimal operation's baselines.
     #[arg(long)]
     no_minimal: bool,
 }
 
 /// Runs the measurements `args` ask for and prints them.
 pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
-    // --db names the PostgreSQL to use when it is one; --pg otherwise.
-    let pg_url = match DbKind::of(db)? {
-        DbKind::Postgres => db.to_owned(),
-        DbKind::Sqlite => args.pg.clone(),
-        DbKind::MySql => {
-            anyhow::bail!("bench does not measure MySQL yet (issue #23, a later phase)")
-        }
+    // --db names the PostgreSQL or MySQL to use when it is one; --pg and
+    // --mysql otherwise.
+    let (pg_url, mysql_url) = match DbKind::of(db)? {
+        DbKind::Postgres => (db.to_owned(), args.mysql.clone()),
+        DbKind::MySql => (args.pg.clone(), db.to_owned()),
+        DbKind::Sqlite => (args.pg.clone(), args.mysql.clone()),
     };
     let config = Config {
         ops: args.ops,
@@ -92,6 +100,7 @@ pub async fn run(db: &str, args: Args) -> anyhow::Result<ExitCode> {
             max_batch: args.pg_max_batch,
             lanes: args.pg_lanes,
         },
+        mysql_url,
     };
     let mut printer = Printer {
         json: args.json,
@@ -213,8 +222,8 @@ fn print_guarded_header() {
         "p99 ms",
         "ratio",
         "minimal/s",
-        "pgbench/s",
-        "vs pgb",
+        "tool/s",
+        "vs tool",
         "batch"
     );
 }
@@ -235,8 +244,8 @@ fn print_guarded_row(r: &GuardedRow) {
         r.raw_p99_ms,
         r.ratio,
         or_dash(r.minimal_ops_per_s, 0),
-        or_dash(r.pgbench_ops_per_s, 0),
-        or_dash(r.vs_pgbench, 2),
+        or_dash(r.load_tool_ops_per_s, 0),
+        or_dash(r.vs_load_tool, 2),
         or_dash(r.calls_per_batch, 1)
     );
 }

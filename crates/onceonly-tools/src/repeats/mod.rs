@@ -1,7 +1,7 @@
 //! Past repeats in the user's own table: every key with more than one row,
 //! its count, first and last time, the gaps, and the pattern they show (see
-//! [`pattern`]). Read-only: SQLite is opened read-only and PostgreSQL is
-//! read in a READ ONLY transaction. The SQL run is kept
+//! [`pattern`]). Read-only: SQLite is opened read-only, PostgreSQL and
+//! MySQL are read in a READ ONLY transaction. The SQL run is kept
 //! ([`Report::sql_note`]) so the user can run it themselves.
 
 pub mod pattern;
@@ -23,7 +23,7 @@ use time::Millis;
 #[derive(Debug, Clone)]
 pub struct Request {
     /// The table (or view) holding one row per effect: a plain identifier,
-    /// or schema.table on PostgreSQL.
+    /// or schema.table on PostgreSQL (database.table on MySQL).
     pub table: String,
     /// The column holding the business operation's key.
     pub key: String,

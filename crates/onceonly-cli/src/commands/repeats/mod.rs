@@ -13,7 +13,7 @@ use onceonly_tools::repeats::{find, read_deploys, sql_note, summary, time, Repea
 #[derive(clap::Args)]
 pub struct Args {
     /// The table (or view) holding one row per effect: a plain identifier,
-    /// or schema.table on PostgreSQL.
+    /// or schema.table on PostgreSQL (database.table on MySQL).
     #[arg(long)]
     table: String,
     /// The column holding the business operation's key.
