@@ -78,7 +78,7 @@ class SidekiqTest < Minitest::Test
     Support.need_server!(self, "Redis at #{REDIS_URL}") { Sidekiq.redis(&:flushdb) }
     @store = new_store
     Onceonly::Sidekiq.store = @store
-    [KeyedMail, HeldMail, LookupMail, CancelledMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }
+    [KeyedMail, HeldMail, LookupMail, CancelledMail, RefusedMail].each { |k| k.instance_variable_set(:@onceonly_guard, nil) }
     Effects.counts.clear
   end
 
@@ -116,11 +116,14 @@ class SidekiqTest < Minitest::Test
     # Two claims left by dead workers, so this delivery's claim is the third:
     # released with the backoff 500ms * 2^2 = 2s, and Sidekiq asked for 2s.
     Onceonly::Sidekiq.fault_hook = ->(point, _) { raise Onceonly::InjectedCrash, point if point == :after_claim }
-    2.times do
-      assert_raises(Onceonly::InjectedCrash) { RefusedMail.new.perform("r1") }
-      @store.advance_clock(10_001)
+    begin
+      2.times do
+        assert_raises(Onceonly::InjectedCrash) { RefusedMail.new.perform("r1") }
+        @store.advance_clock(10_001)
+      end
+    ensure
+      Onceonly::Sidekiq.fault_hook = nil
     end
-    Onceonly::Sidekiq.fault_hook = nil
     err = assert_raises(Onceonly::Sidekiq::RetryLater) { RefusedMail.new.perform("r1") }
     assert_equal [2000, 2], [err.outcome.retry_after_ms, err.retry_in]
     assert_equal ["queued", 3], @store.op_get("RefusedMail", "r1").record.then { |r| [r.state, r.attempts] }
